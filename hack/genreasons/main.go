@@ -1,0 +1,66 @@
+// Command genreasons regenerates pkg/health/reasons_generated.go and
+// docs/reasons.md from pkg/health/reasons.yaml. With -update-lock it also
+// rewrites pkg/health/reasons.lock (do that only on purpose, with a CHANGELOG entry).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"nodemend.dev/nodemend/pkg/health/registry"
+)
+
+func main() {
+	root := flag.String("root", ".", "repository root")
+	updateLock := flag.Bool("update-lock", false, "rewrite reasons.lock from the registry")
+	flag.Parse()
+	if err := run(*root, *updateLock); err != nil {
+		fmt.Fprintln(os.Stderr, "genreasons:", err)
+		os.Exit(1)
+	}
+}
+
+func run(root string, updateLock bool) error {
+	data, err := os.ReadFile(filepath.Join(root, "pkg/health/reasons.yaml"))
+	if err != nil {
+		return err
+	}
+	f, err := registry.Parse(data)
+	if err != nil {
+		return err
+	}
+	goSrc, err := f.RenderGo()
+	if err != nil {
+		return err
+	}
+	writes := map[string][]byte{
+		"pkg/health/reasons_generated.go": goSrc,
+		"docs/reasons.md":                 f.RenderDocs(),
+	}
+	lockPath := filepath.Join(root, "pkg/health/reasons.lock")
+	if updateLock {
+		writes["pkg/health/reasons.lock"] = f.RenderLock()
+	} else if lockData, err := os.ReadFile(lockPath); err == nil {
+		lock, err := registry.ParseLock(lockData)
+		if err != nil {
+			return err
+		}
+		if err := f.CheckCompatible(lock); err != nil {
+			return err
+		}
+	} else if os.IsNotExist(err) {
+		writes["pkg/health/reasons.lock"] = f.RenderLock()
+	}
+	for rel, content := range writes {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+// Package registry reads reasons.yaml, validates it, and renders the generated
+// Go table, the reasons documentation page and the compatibility lock. It is
+// used by hack/genreasons and by the tests that keep those files honest.
+package registry
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/format"
+	"slices"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"nodemend.dev/nodemend/pkg/health"
+)
+
+// File is the parsed reasons.yaml.
+type File struct {
+	Monitors []Monitor `json:"monitors"`
+	Reasons  []Reason  `json:"reasons"`
+}
+
+// Monitor is one entry of the monitors list.
+type Monitor struct {
+	Name          string `json:"name"`
+	Condition     string `json:"condition"`
+	HealthyReason string `json:"healthyReason"`
+}
+
+// Reason is one entry of the reasons list.
+type Reason struct {
+	Name        string     `json:"name"`
+	Condition   string     `json:"condition"`
+	Severity    string     `json:"severity"`
+	Source      string     `json:"source"`
+	QuietPeriod string     `json:"quietPeriod,omitempty"`
+	Threshold   *Threshold `json:"threshold,omitempty"`
+	Description string     `json:"description"`
+	Detects     string     `json:"detects"`
+}
+
+// Threshold is a reason's default threshold.
+type Threshold struct {
+	Default float64 `json:"default"`
+	Unit    string  `json:"unit"`
+}
+
+// Parse strictly decodes and validates a registry file.
+func Parse(data []byte) (*File, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("reasons.yaml: %w", err)
+	}
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("reasons.yaml: %w", err)
+	}
+	return &f, nil
+}
+
+func (f *File) validate() error {
+	var errs []error
+	owned := func(c string) bool { return health.IsOwned(c) }
+	seenMonitor := map[string]bool{}
+	for _, m := range f.Monitors {
+		if m.Name == "" || seenMonitor[m.Name] {
+			errs = append(errs, fmt.Errorf("monitor %q: empty or duplicate name", m.Name))
+		}
+		seenMonitor[m.Name] = true
+		if !owned(m.Condition) {
+			errs = append(errs, fmt.Errorf("monitor %q: unknown condition %q", m.Name, m.Condition))
+		}
+		if m.HealthyReason == "" {
+			errs = append(errs, fmt.Errorf("monitor %q: healthyReason is required", m.Name))
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range f.Reasons {
+		where := fmt.Sprintf("reason %q", r.Name)
+		if r.Name == "" || !isIdentifier(r.Name) {
+			errs = append(errs, fmt.Errorf("%s: name must be a non-empty CamelCase identifier", where))
+		}
+		if seen[r.Name] {
+			errs = append(errs, fmt.Errorf("%s: duplicate", where))
+		}
+		seen[r.Name] = true
+		if !owned(r.Condition) {
+			errs = append(errs, fmt.Errorf("%s: unknown condition %q", where, r.Condition))
+		}
+		sev := health.Severity(r.Severity)
+		if !sev.Valid() {
+			errs = append(errs, fmt.Errorf("%s: severity %q is not Fatal, Warning or Info", where, r.Severity))
+		}
+		switch health.Source(r.Source) {
+		case health.FromLog:
+			if sev == health.Fatal {
+				if _, err := r.quietPeriod(); err != nil || r.QuietPeriod == "" {
+					errs = append(errs, fmt.Errorf("%s: a Fatal log-derived reason needs a quietPeriod (e.g. 45m)", where))
+				}
+			} else if r.QuietPeriod != "" {
+				errs = append(errs, fmt.Errorf("%s: quietPeriod only applies to Fatal log-derived reasons", where))
+			}
+		case health.FromCheck:
+			if r.QuietPeriod != "" {
+				errs = append(errs, fmt.Errorf("%s: a check-derived reason recovers when its check passes; drop quietPeriod", where))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s: source %q is not log or check", where, r.Source))
+		}
+		if strings.TrimSpace(r.Description) == "" || strings.TrimSpace(r.Detects) == "" {
+			errs = append(errs, fmt.Errorf("%s: description and detects are required", where))
+		}
+		if r.Threshold != nil && r.Threshold.Unit == "" {
+			errs = append(errs, fmt.Errorf("%s: threshold needs a unit", where))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r Reason) quietPeriod() (time.Duration, error) {
+	if r.QuietPeriod == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(r.QuietPeriod)
+	if err == nil && d <= 0 {
+		err = errors.New("must be positive")
+	}
+	return d, err
+}
+
+func isIdentifier(s string) bool {
+	for i, c := range s {
+		switch {
+		case c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// RenderGo renders the generated Go table for package health.
+func (f *File) RenderGo() ([]byte, error) {
+	type goReason struct {
+		Reason
+		Quiet time.Duration
+	}
+	var rs []goReason
+	for _, r := range f.Reasons {
+		q, _ := r.quietPeriod()
+		rs = append(rs, goReason{Reason: r, Quiet: q})
+	}
+	var buf bytes.Buffer
+	if err := goTemplate.Execute(&buf, map[string]any{"Monitors": f.Monitors, "Reasons": rs}); err != nil {
+		return nil, err
+	}
+	out, err := format.Source(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("formatting generated Go: %w\n%s", err, buf.Bytes())
+	}
+	return out, nil
+}
+
+var goTemplate = template.Must(template.New("go").Funcs(template.FuncMap{
+	"q":  func(s string) string { return fmt.Sprintf("%q", strings.TrimSpace(s)) },
+	"ns": func(d time.Duration) string { return fmt.Sprintf("%d", int64(d)) },
+}).Parse(`// Code generated by hack/genreasons from reasons.yaml. DO NOT EDIT.
+
+package health
+
+import "time"
+
+// Reason codes. Each is a stable public string; see reasons.yaml.
+const (
+{{- range .Reasons}}
+	// Reason{{.Name}}: {{.Description | printf "%s"}}
+	Reason{{.Name}} = {{q .Name}}
+{{- end}}
+)
+
+// Healthy reasons, written while a condition is True.
+const (
+{{- range .Monitors}}
+	Healthy{{.HealthyReason}} = {{q .HealthyReason}}
+{{- end}}
+)
+
+var _ = time.Duration(0)
+
+func monitors() []Monitor {
+	return []Monitor{
+{{- range .Monitors}}
+		{Name: {{q .Name}}, Condition: {{q .Condition}}, HealthyReason: {{q .HealthyReason}}},
+{{- end}}
+	}
+}
+
+func reasons() []Reason {
+	return []Reason{
+{{- range .Reasons}}
+		{
+			Name: {{q .Name}}, Condition: {{q .Condition}}, Severity: {{q .Severity}}, Source: {{q .Source}},
+{{- if .Quiet}}
+			QuietPeriod: time.Duration({{ns .Quiet}}),
+{{- end}}
+{{- if .Threshold}}
+			Threshold: &Threshold{Default: {{.Threshold.Default}}, Unit: {{q .Threshold.Unit}}},
+{{- end}}
+			Description: {{q .Description}},
+			Detects: {{q .Detects}},
+		},
+{{- end}}
+	}
+}
+`))
+
+// RenderDocs renders docs/reasons.md.
+func (f *File) RenderDocs() []byte {
+	var b strings.Builder
+	b.WriteString("<!-- Code generated by hack/genreasons from pkg/health/reasons.yaml. DO NOT EDIT. -->\n\n")
+	b.WriteString("# Reason codes\n\n")
+	b.WriteString("Every reason nodemend reports, by condition. **Fatal** reasons turn the condition `False` ")
+	b.WriteString("(the node becomes repairable); **Warning** and **Info** reasons are Kubernetes Events on the Node and ")
+	b.WriteString("leave the condition `True`. Reason strings are a stable public API: see `pkg/health/reasons.lock`.\n\n")
+	for _, m := range f.Monitors {
+		var rows []Reason
+		for _, r := range f.Reasons {
+			if r.Condition == m.Condition {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "## %s\n\nHealthy reason: `%s` (monitor `%s`).\n\n", m.Condition, m.HealthyReason, m.Name)
+		b.WriteString("| reason | severity | detects | recovers | description |\n|---|---|---|---|---|\n")
+		for _, r := range rows {
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.Severity, cell(r.Detects), cell(recoveryText(r)), cell(r.Description))
+		}
+		b.WriteString("\n")
+	}
+	return []byte(b.String())
+}
+
+func recoveryText(r Reason) string {
+	thr := ""
+	if r.Threshold != nil {
+		thr = fmt.Sprintf(" Default threshold: %v %s.", r.Threshold.Default, r.Threshold.Unit)
+	}
+	switch {
+	case health.Severity(r.Severity) != health.Fatal:
+		return "Event only; the condition is not changed." + thr
+	case health.Source(r.Source) == health.FromCheck:
+		return "When the check passes again." + thr
+	default:
+		return fmt.Sprintf("After %s without a new detection.%s", r.QuietPeriod, thr)
+	}
+}
+
+func cell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+// LockEntry is one line of reasons.lock.
+type LockEntry struct {
+	Reason, Condition, Severity string
+}
+
+// RenderLock renders the lock for the current registry, sorted by reason.
+func (f *File) RenderLock() []byte {
+	var b strings.Builder
+	b.WriteString("# nodemend reason compatibility lock: reason condition severity.\n")
+	b.WriteString("# Released reasons may not be renamed, removed or change condition or severity.\n")
+	b.WriteString("# Update only on purpose (make update-reason-lock) with a CHANGELOG entry.\n")
+	entries := f.lockEntries()
+	for _, e := range entries {
+		fmt.Fprintf(&b, "%s %s %s\n", e.Reason, e.Condition, e.Severity)
+	}
+	return []byte(b.String())
+}
+
+func (f *File) lockEntries() []LockEntry {
+	var es []LockEntry
+	for _, r := range f.Reasons {
+		es = append(es, LockEntry{r.Name, r.Condition, r.Severity})
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].Reason < es[j].Reason })
+	return es
+}
+
+// ParseLock reads a reasons.lock file.
+func ParseLock(data []byte) ([]LockEntry, error) {
+	var es []LockEntry
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) != 3 {
+			return nil, fmt.Errorf("reasons.lock line %d: want 'reason condition severity', got %q", i+1, line)
+		}
+		es = append(es, LockEntry{fs[0], fs[1], fs[2]})
+	}
+	return es, nil
+}
+
+// CheckCompatible returns an error naming every locked reason that the registry
+// removed, renamed (a removal plus an addition) or moved to another condition
+// or severity. Reasons added since the lock pass.
+func (f *File) CheckCompatible(lock []LockEntry) error {
+	current := map[string]LockEntry{}
+	for _, e := range f.lockEntries() {
+		current[e.Reason] = e
+	}
+	var errs []error
+	for _, old := range lock {
+		now, ok := current[old.Reason]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("released reason %s (%s, %s) was removed or renamed", old.Reason, old.Condition, old.Severity))
+		case now.Condition != old.Condition:
+			errs = append(errs, fmt.Errorf("released reason %s moved from %s to %s", old.Reason, old.Condition, now.Condition))
+		case now.Severity != old.Severity:
+			errs = append(errs, fmt.Errorf("released reason %s changed severity from %s to %s", old.Reason, old.Severity, now.Severity))
+		}
+	}
+	if len(errs) > 0 {
+		errs = append(errs, errors.New("if this is intended, run `make update-reason-lock` and add a CHANGELOG entry"))
+	}
+	return errors.Join(errs...)
+}
+
+// Names returns the reason names in registry order.
+func (f *File) Names() []string {
+	var ns []string
+	for _, r := range f.Reasons {
+		ns = append(ns, r.Name)
+	}
+	return slices.Clip(ns)
+}
