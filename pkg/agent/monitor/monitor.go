@@ -1,0 +1,64 @@
+// Package monitor defines what a monitor is: log rules and periodic checks
+// that produce findings for one condition type. Monitors never talk to the
+// Kubernetes API; the exporter turns their findings into conditions and events.
+package monitor
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"nodemend.dev/nodemend/pkg/rules"
+)
+
+// Finding is one detection of a registry reason.
+type Finding struct {
+	// Reason is a registry reason code (pkg/health).
+	Reason string
+	// Message is for humans: what was seen, with the specifics (PID, unit, pod).
+	Message string
+	// Observed is the source timestamp of the signal, used for latency metrics
+	// and event times.
+	Observed time.Time
+	// Subject optionally names what the finding is about (a pod, a unit, a CPU),
+	// so that events about different subjects are not merged.
+	Subject string
+}
+
+// Check is a periodic check. Run gathers its input (the only I/O) and evaluates
+// it with a pure function. Each run reports the full set of faults it currently
+// sees among Reasons: a reason of Reasons that is absent from the result has
+// recovered.
+type Check struct {
+	Name    string
+	Period  time.Duration
+	Reasons []string
+	// Run returns an error when the input could not be read; the previous
+	// state is then kept (never Unknown) and the error is reported once.
+	Run func(ctx context.Context) ([]Finding, error)
+}
+
+// Monitor is the detection logic of one registry monitor (pkg/health Monitors).
+type Monitor interface {
+	// Name is the registry monitor name, e.g. "kernel".
+	Name() string
+	// Rules are the log rules of the monitor.
+	Rules() []rules.Rule
+	// Interpret turns a rule match into findings. Most matches map one to one;
+	// thresholds (restart counters) and rate windows (probe failures) may
+	// return none.
+	Interpret(m rules.Match) []Finding
+	// Checks are the periodic checks of the monitor.
+	Checks() []Check
+}
+
+// Env is what a monitor gets from the agent when it is built.
+type Env struct {
+	// HostRoot prefixes every host path the monitor reads.
+	HostRoot string
+	Clock    clock.PassiveClock
+	// Threshold returns the effective threshold of a reason: the config
+	// override, else the registry default.
+	Threshold func(reason string) float64
+}
