@@ -1,0 +1,242 @@
+// Package kmsg reads the kernel log from /dev/kmsg.
+//
+// Parse decodes one record of the /dev/kmsg interface (the kernel's
+// Documentation/ABI/testing/dev-kmsg):
+//
+//	PRI,SEQ,TS_USEC,FLAGS[,MORE...];MESSAGE\n
+//	 KEY=VALUE\n
+//	 ...
+//
+// PRI is facility<<3 | level (syslog), SEQ the record's sequence number,
+// TS_USEC the monotonic time of the record in microseconds since boot, FLAGS
+// "-" or, for a fragment of a line, "c" ("+" on old kernels). Further
+// comma-separated header fields (e.g. "caller=T123") are ignored, as the ABI
+// asks. The message and the dictionary values escape non-printable bytes and
+// the backslash as \xNN.
+//
+// Reader follows <hostRoot>/dev/kmsg: the character device on a real host, or
+// a regular file (tests, simulation) that it tails like a log file.
+package kmsg
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxMessageBytes caps Record.Message and each dictionary value; longer ones
+// are truncated (at a UTF-8 boundary).
+const MaxMessageBytes = 64 << 10
+
+// ErrMalformed is wrapped by every error of Parse.
+var ErrMalformed = errors.New("kmsg: malformed record")
+
+// Record is one kernel log record.
+type Record struct {
+	Facility int // syslog facility: 0 (kern) for the kernel's own messages
+	Level    int // syslog level: 0 (emerg) … 7 (debug)
+	Seq      uint64
+	// Monotonic is the record's time since boot (the kernel's local clock,
+	// which does not count time suspended).
+	Monotonic time.Duration
+	Flags     string
+	// Message is unescaped, with invalid UTF-8 replaced by U+FFFD, capped at
+	// MaxMessageBytes.
+	Message string
+	// Dict holds the KEY=VALUE continuation lines (e.g. SUBSYSTEM=pci,
+	// DEVICE=+pci:0000:3b:00.0), values unescaped like Message; nil if none.
+	Dict map[string]string
+}
+
+// Parse decodes one record: a header line, optionally followed by dictionary
+// lines that start with a space. A trailing newline is optional. It never
+// panics; a truncated or malformed record returns an error wrapping
+// ErrMalformed.
+func Parse(rec []byte) (Record, error) {
+	semi := bytes.IndexByte(rec, ';')
+	if semi < 0 {
+		return Record{}, malformed("no ';' after the header")
+	}
+	header := rec[:semi]
+	if bytes.IndexByte(header, '\n') >= 0 {
+		return Record{}, malformed("newline in the header")
+	}
+	var fields [4][]byte
+	rest := header
+	for i := range fields {
+		if i == len(fields)-1 {
+			// The flags, then any further fields, which are ignored.
+			fields[i], _, _ = bytes.Cut(rest, []byte{','})
+			break
+		}
+		var ok bool
+		fields[i], rest, ok = bytes.Cut(rest, []byte{','})
+		if !ok {
+			return Record{}, malformed("header has %d fields, want at least 4", i+1)
+		}
+	}
+	pri, err := strconv.ParseUint(string(fields[0]), 10, 16)
+	if err != nil {
+		return Record{}, malformed("priority %q", fields[0])
+	}
+	seq, err := strconv.ParseUint(string(fields[1]), 10, 64)
+	if err != nil {
+		return Record{}, malformed("sequence number %q", fields[1])
+	}
+	usec, err := strconv.ParseUint(string(fields[2]), 10, 64)
+	if err != nil || usec > math.MaxInt64/uint64(time.Microsecond) {
+		return Record{}, malformed("timestamp %q", fields[2])
+	}
+	if len(fields[3]) == 0 {
+		return Record{}, malformed("empty flags")
+	}
+	r := Record{
+		Facility:  int(pri >> 3),
+		Level:     int(pri & 7),
+		Seq:       seq,
+		Monotonic: time.Duration(usec) * time.Microsecond,
+		Flags:     strings.ToValidUTF8(string(fields[3]), "\uFFFD"),
+	}
+
+	body := rec[semi+1:]
+	msg, dict, _ := bytes.Cut(body, []byte{'\n'})
+	r.Message = unescape(msg)
+	for len(dict) > 0 {
+		var line []byte
+		line, dict, _ = bytes.Cut(dict, []byte{'\n'})
+		if len(line) == 0 {
+			if len(dict) == 0 {
+				break // the record's final newline
+			}
+			return Record{}, malformed("empty dictionary line")
+		}
+		key, value, err := parseDictLine(line)
+		if err != nil {
+			return Record{}, err
+		}
+		if r.Dict == nil {
+			r.Dict = make(map[string]string, 2)
+		}
+		r.Dict[key] = value
+	}
+	return r, nil
+}
+
+// parseDictLine parses " KEY=VALUE".
+func parseDictLine(line []byte) (key, value string, err error) {
+	if len(line) == 0 || line[0] != ' ' {
+		return "", "", malformed("dictionary line %q does not start with a space", clip(line))
+	}
+	k, v, ok := bytes.Cut(line[1:], []byte{'='})
+	if !ok || len(k) == 0 {
+		return "", "", malformed("dictionary line %q is not KEY=VALUE", clip(line))
+	}
+	return strings.ToValidUTF8(string(k), "\uFFFD"), unescape(v), nil
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+func clip(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}
+
+// unescape decodes \xNN escapes (a backslash not followed by two hex digits is
+// kept as is), replaces invalid UTF-8 and caps the result at MaxMessageBytes.
+func unescape(b []byte) string {
+	if bytes.IndexByte(b, '\\') < 0 && len(b) <= MaxMessageBytes && utf8.Valid(b) {
+		return string(b)
+	}
+	out := make([]byte, 0, min(len(b), MaxMessageBytes))
+	for i := 0; i < len(b) && len(out) < MaxMessageBytes; i++ {
+		c := b[i]
+		if c == '\\' && i+3 < len(b)+0 && b[i+1] == 'x' {
+			if hi, ok := unhex(b[i+2]); ok {
+				if lo, ok := unhex(b[i+3]); ok {
+					out = append(out, hi<<4|lo)
+					i += 3
+					continue
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	s := strings.ToValidUTF8(string(out), "\uFFFD")
+	if len(s) > MaxMessageBytes {
+		// Replacements can lengthen it; cut at a rune boundary.
+		n := MaxMessageBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	return s
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// Format encodes r as /dev/kmsg does (with a final newline), escaping bytes
+// below 0x20, from 0x7f, and the backslash in Message and Dict values. Dict
+// keys are written in sorted order. Parse(Format(r)) gives r back for any r
+// that Parse returned. Tests and the simulation use it to write kmsg files.
+func Format(r Record) []byte {
+	b := make([]byte, 0, 32+len(r.Message)+32*len(r.Dict))
+	b = strconv.AppendUint(b, uint64(r.Facility)<<3|uint64(r.Level&7), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(r.Monotonic/time.Microsecond), 10)
+	b = append(b, ',')
+	if r.Flags == "" {
+		b = append(b, '-')
+	} else {
+		b = append(b, r.Flags...)
+	}
+	b = append(b, ';')
+	b = appendEscaped(b, r.Message)
+	b = append(b, '\n')
+	for _, k := range slices.Sorted(maps.Keys(r.Dict)) {
+		b = append(b, ' ')
+		b = append(b, k...)
+		b = append(b, '=')
+		b = appendEscaped(b, r.Dict[k])
+		b = append(b, '\n')
+	}
+	return b
+}
+
+func appendEscaped(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < ' ' || c >= 0x7f || c == '\\' {
+			// The kernel escapes bytes >= 0x7f too: UTF-8 goes through as
+			// escapes and comes back whole from unescape.
+			b = append(b, '\\', 'x', hex[c>>4], hex[c&0xf])
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
+}
