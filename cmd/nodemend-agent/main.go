@@ -1,0 +1,121 @@
+// Command nodemend-agent watches one node's kernel, journal, /proc, /sys and
+// container runtime, and publishes nodemend's node conditions and events.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"nodemend.dev/nodemend/pkg/agent"
+)
+
+func main() {
+	if err := newCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "nodemend-agent:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	kubeconfig  string
+	nodeName    string
+	hostRoot    string
+	configPath  string
+	metricsAddr string
+	qps         float32
+}
+
+func newCommand() *cobra.Command {
+	var f flags
+	cmd := &cobra.Command{
+		Use:   "nodemend-agent",
+		Short: "Detect node faults and publish them as node conditions and events",
+		Long: `nodemend-agent runs on every node (DaemonSet or systemd service). It reads the
+kernel log, the journal, /proc, /sys and the container runtime under --host-root
+and keeps the KernelReady and ContainerRuntimeReady conditions of its node true
+to the nodemend contract (docs/reasons.md).
+
+Without --kubeconfig it uses the in-cluster config; without --node-name it uses
+$NODE_NAME.`,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
+	fl.StringVar(&f.hostRoot, "host-root", "/", "directory the host's filesystem is mounted at; every host path is read under it")
+	fl.StringVar(&f.configPath, "config", "", "agent config file (YAML, see docs/agent-config.md); reloaded on change")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:8088", "address for /metrics, /healthz and /readyz; empty disables")
+	fl.Float32Var(&f.qps, "kube-api-qps", 5, "client-side rate limit on requests to the API server")
+	return cmd
+}
+
+func run(ctx context.Context, f flags) error {
+	if f.nodeName == "" {
+		return errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if st, err := os.Stat(f.hostRoot); err != nil || !st.IsDir() {
+		return fmt.Errorf("--host-root %q is not a directory", f.hostRoot)
+	}
+	zl, err := zap.NewProduction()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = zl.Sync() }()
+	log := zapr.NewLogger(zl).WithValues("node", f.nodeName)
+
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = f.qps, int(2*f.qps)
+	cfg.UserAgent = "nodemend-agent"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Options{
+		Client: client, NodeName: f.nodeName, HostRoot: f.hostRoot, ConfigPath: f.configPath,
+		MetricsAddr: f.metricsAddr, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return runLogged(ctx, a, log)
+}
+
+func runLogged(ctx context.Context, a *agent.Agent, log logr.Logger) error {
+	err := a.Run(ctx)
+	if err != nil {
+		log.Error(err, "agent stopped")
+	}
+	return err
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}

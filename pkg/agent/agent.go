@@ -1,0 +1,379 @@
+// Package agent wires nodemend-agent together: config → monitors → (log
+// sources + rule matcher, scheduler of checks) → exporter → Kubernetes API.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/agent/exporter"
+	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/agent/metrics"
+	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/agent/scheduler"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors/kernel"
+	"nodemend.dev/nodemend/pkg/rules"
+)
+
+// Options configure an agent.
+type Options struct {
+	Client   kubernetes.Interface
+	NodeName string
+	// HostRoot prefixes every host path ("/" in production).
+	HostRoot string
+	// ConfigPath is the config file; empty runs with the defaults.
+	ConfigPath string
+	// ConfigPoll is the fallback poll period of the config file (default 10s).
+	ConfigPoll time.Duration
+	// MetricsAddr serves /metrics, /healthz and /readyz; empty disables it.
+	MetricsAddr string
+	Log         logr.Logger
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// Timex replaces adjtimex(2) for the clock check (simulations, tests).
+	Timex kernel.TimexReader
+	// Metrics defaults to a fresh set.
+	Metrics *metrics.Agent
+}
+
+// Agent is a running nodemend-agent.
+type Agent struct {
+	opts     Options
+	metrics  *metrics.Agent
+	exporter *exporter.Exporter
+	recorder record.EventRecorder
+	sched    *scheduler.Scheduler
+	pods     podCache
+
+	// pipeline is the config-derived state, swapped whole on reload.
+	mu       sync.Mutex
+	pipeline *pipeline
+	// interpretMu serializes Interpret: monitors keep windows and counters.
+	interpretMu sync.Mutex
+
+	errOnce reportOnce
+}
+
+// New validates opts and builds an agent.
+func New(opts Options) (*Agent, error) {
+	if opts.Client == nil || opts.NodeName == "" {
+		return nil, errors.New("agent: a Kubernetes client and a node name are required")
+	}
+	if opts.HostRoot == "" {
+		opts.HostRoot = "/"
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.ConfigPoll <= 0 {
+		opts.ConfigPoll = 10 * time.Second
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewAgent()
+	}
+	a := &Agent{opts: opts, metrics: opts.Metrics}
+	a.errOnce.log, a.errOnce.metrics = opts.Log, opts.Metrics
+	return a, nil
+}
+
+// Run runs the agent until ctx ends. It fails at start when the config file
+// is invalid: a node agent silently running other settings than its operator
+// wrote is worse than one that visibly does not start. Later invalid edits are
+// rejected and the last good config stays in force.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	log := a.opts.Log
+
+	broadcaster := record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{
+		// One key per reason and node: a storm of one reason is throttled
+		// without starving the others.
+		SpamKeyFunc: func(e *corev1.Event) string { return e.InvolvedObject.Name + "/" + e.Reason },
+	})
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.opts.Client.CoreV1().Events("")})
+	a.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodemend-agent", Host: a.opts.NodeName})
+
+	var server *metrics.Server
+	if a.opts.MetricsAddr != "" {
+		server = metrics.NewServer(a.opts.MetricsAddr, a.metrics)
+		go func() {
+			if err := server.Run(ctx); err != nil {
+				log.Error(err, "metrics server stopped")
+			}
+		}()
+	}
+
+	a.exporter = exporter.New(exporter.Options{
+		Client: a.opts.Client, NodeName: a.opts.NodeName, Clock: a.opts.Clock,
+		Recorder: a.recorder, Metrics: a.metrics, Log: log.WithName("exporter"),
+	})
+	a.sched = scheduler.New(scheduler.Options{
+		Clock:  a.opts.Clock,
+		OnLag:  func(_ string, lag time.Duration) { a.metrics.SchedulerLag(lag) },
+		OnSkip: a.metrics.SchedulerSkip,
+	})
+	a.pods = startPodInformer(ctx, a.opts.Client, a.opts.NodeName)
+
+	// The first config must be valid.
+	first := make(chan error, 1)
+	go config.Watch(ctx, a.configPath(), a.opts.ConfigPoll, func(c config.Config, err error) {
+		select {
+		case first <- a.applyConfig(ctx, c, err):
+		default:
+			_ = a.applyConfig(ctx, c, err)
+		}
+	})
+	if err := <-first; err != nil {
+		return err
+	}
+
+	if err := a.exporter.Start(ctx); err != nil {
+		return err
+	}
+	if server != nil {
+		server.SetReady()
+	}
+	log.Info("agent started", "node", a.opts.NodeName, "hostRoot", a.opts.HostRoot)
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = a.exporter.Run(ctx) }()
+	go func() { defer wg.Done(); _ = a.sched.Run(ctx) }()
+	<-ctx.Done()
+	a.mu.Lock()
+	if a.pipeline != nil {
+		a.pipeline.stop()
+	}
+	a.mu.Unlock()
+	wg.Wait()
+	return nil
+}
+
+// configPath is the watched file; without one, Watch sees a missing file that
+// applyConfig turns into the defaults.
+func (a *Agent) configPath() string {
+	if a.opts.ConfigPath == "" {
+		return filepath.Join(a.opts.HostRoot, ".nodemend-no-config-file")
+	}
+	return a.opts.ConfigPath
+}
+
+// applyConfig builds a new pipeline from c and swaps it in. On error the
+// current pipeline stays.
+func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error) error {
+	if a.opts.ConfigPath == "" {
+		c, loadErr = config.Default(), nil
+	}
+	if loadErr != nil {
+		a.metrics.ConfigReload(false)
+		a.mu.Lock()
+		running := a.pipeline != nil
+		a.mu.Unlock()
+		if running {
+			a.opts.Log.Error(loadErr, "rejected new agent config; the last good config stays in force", "path", a.opts.ConfigPath)
+			a.recorder.Eventf(a.exporter.NodeRef(), corev1.EventTypeWarning, "InvalidAgentConfig",
+				"nodemend-agent rejected %s and keeps its last good config: %v", a.opts.ConfigPath, loadErr)
+		}
+		return loadErr
+	}
+	p, err := a.buildPipeline(c)
+	if err != nil {
+		a.metrics.ConfigReload(false)
+		return err
+	}
+	a.mu.Lock()
+	old := a.pipeline
+	a.pipeline = p
+	a.mu.Unlock()
+
+	var enabled []health.Monitor
+	for _, m := range p.monitors {
+		hm, _ := health.LookupMonitor(m.Name())
+		enabled = append(enabled, hm)
+	}
+	a.exporter.SetMonitors(enabled)
+	var jobs []scheduler.Job
+	for _, m := range p.monitors {
+		for _, chk := range m.Checks() {
+			jobs = append(jobs, a.checkJob(chk))
+		}
+	}
+	if err := a.sched.Set(jobs); err != nil {
+		return err
+	}
+	// Sources restart only when their settings change: a restart re-reads
+	// from the end and could miss lines written in between.
+	if old != nil && reflect.DeepEqual(old.cfg.Sources, c.Sources) {
+		p.sources = old.sources
+	} else {
+		if old != nil {
+			old.stop()
+		}
+		p.sources = a.startSources(ctx, c)
+	}
+	a.metrics.ConfigReload(true)
+	a.opts.Log.Info("agent config applied", "monitors", len(p.monitors))
+	return nil
+}
+
+// pipeline is everything derived from one config.
+type pipeline struct {
+	cfg      config.Config
+	monitors []monitor.Monitor
+	matcher  *rules.Matcher
+	// byReason finds the monitor that interprets a rule's matches.
+	byReason map[string]monitor.Monitor
+	sources  *runningSources
+}
+
+func (p *pipeline) stop() {
+	if p.sources != nil {
+		p.sources.stop()
+	}
+}
+
+func (a *Agent) buildPipeline(c config.Config) (*pipeline, error) {
+	env := monitor.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
+	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
+	p.monitors = buildMonitors(c, env, a.opts, a.pods)
+	var all []rules.Rule
+	for _, m := range p.monitors {
+		for _, r := range m.Rules() {
+			if _, on := c.Effective(r.Reason); !on {
+				continue
+			}
+			p.byReason[r.Reason] = m
+			all = append(all, r)
+		}
+	}
+	matcher, err := rules.Compile(all)
+	if err != nil {
+		return nil, fmt.Errorf("compiling log rules: %w", err)
+	}
+	p.matcher = matcher
+	return p, nil
+}
+
+// handleLine runs one log line through the rules and reports what matched.
+func (a *Agent) handleLine(line logline.Line) {
+	a.metrics.LineRead(string(line.Source))
+	a.mu.Lock()
+	p := a.pipeline
+	a.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.matcher.Match(line, func(m rules.Match) {
+		mon := p.byReason[m.Reason]
+		if mon == nil {
+			return
+		}
+		a.interpretMu.Lock()
+		findings := mon.Interpret(m)
+		a.interpretMu.Unlock()
+		for _, f := range findings {
+			if f.Observed.IsZero() {
+				f.Observed = line.Time
+			}
+			if r, on := p.cfg.Effective(f.Reason); on {
+				a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
+			}
+		}
+	})
+}
+
+// checkJob wraps a check for the scheduler: a bounded run, errors reported
+// once until the check works again, results to the exporter.
+func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
+	return scheduler.Job{Name: chk.Name, Period: chk.Period, Run: func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, chk.Period)
+		defer cancel()
+		findings, err := chk.Run(ctx)
+		key := "check/" + chk.Name
+		if err != nil {
+			a.metrics.CheckError(chk.Name)
+			a.errOnce.report(key, fmt.Errorf("check %s could not read its input; keeping the previous state: %w", chk.Name, err))
+			return
+		}
+		a.errOnce.clear(key)
+		a.mu.Lock()
+		cfg := a.pipeline.cfg
+		a.mu.Unlock()
+		var ds []exporter.Detection
+		for _, f := range findings {
+			if r, on := cfg.Effective(f.Reason); on {
+				ds = append(ds, exporter.Detection{Reason: r, Finding: f})
+			}
+		}
+		a.exporter.ReportCheck(chk.Reasons, ds)
+	}}
+}
+
+// podCache lists this node's pods from an informer.
+type podCache func() ([]*corev1.Pod, error)
+
+func startPodInformer(ctx context.Context, client kubernetes.Interface, node string) podCache {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		}))
+	lister := factory.Core().V1().Pods().Lister()
+	informer := factory.Core().V1().Pods().Informer()
+	factory.Start(ctx.Done())
+	return func() ([]*corev1.Pod, error) {
+		if !informer.HasSynced() {
+			return nil, errors.New("pod cache not synced yet")
+		}
+		return lister.List(labels.Everything())
+	}
+}
+
+// reportOnce logs a recurring problem once, and again only after it cleared.
+type reportOnce struct {
+	mu      sync.Mutex
+	active  map[string]bool
+	log     logr.Logger
+	metrics *metrics.Agent
+}
+
+func (r *reportOnce) report(key string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active == nil {
+		r.active = map[string]bool{}
+	}
+	if r.active[key] {
+		return
+	}
+	r.active[key] = true
+	r.log.Error(err, "agent problem (reported once until it clears)", "what", key)
+}
+
+func (r *reportOnce) clear(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active[key] {
+		delete(r.active, key)
+		r.log.Info("agent problem cleared", "what", key)
+	}
+}

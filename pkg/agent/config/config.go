@@ -1,0 +1,295 @@
+// Package config is the agent's configuration file: strict YAML, validated
+// against the reason registry, with defaults that match the documentation
+// (docs/agent-config.md).
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"nodemend.dev/nodemend/pkg/health"
+)
+
+// Config is the whole agent config file.
+type Config struct {
+	Monitors Monitors                `json:"monitors"`
+	Reasons  map[string]ReasonConfig `json:"reasons,omitempty"`
+	Sources  Sources                 `json:"sources"`
+	Exporter ExporterConfig          `json:"exporter"`
+}
+
+// Monitors holds one section per monitor.
+type Monitors struct {
+	Kernel           KernelMonitor  `json:"kernel"`
+	ContainerRuntime RuntimeMonitor `json:"containerRuntime"`
+}
+
+// KernelMonitor configures the kernel monitor (KernelReady).
+type KernelMonitor struct {
+	Enabled *bool `json:"enabled,omitempty"`
+	// CheckInterval is the period of the /proc checks (pid, file, zombie, clock).
+	CheckInterval Duration `json:"checkInterval,omitempty"`
+}
+
+// RuntimeMonitor configures the container runtime monitor (ContainerRuntimeReady).
+type RuntimeMonitor struct {
+	Enabled *bool `json:"enabled,omitempty"`
+	// CRISocket is the runtime's CRI socket, under the host root. Empty means
+	// containerd's default socket, expected only once it has been seen (a node
+	// running another runtime is not faulty); a path set here is expected
+	// from the start.
+	CRISocket string `json:"criSocket,omitempty"`
+	// CRITimeout bounds each CRI call.
+	CRITimeout Duration `json:"criTimeout,omitempty"`
+	// CheckInterval is the period of the CRI checks.
+	CheckInterval Duration `json:"checkInterval,omitempty"`
+}
+
+// ReasonConfig overrides one reason.
+type ReasonConfig struct {
+	// Disabled drops every detection of the reason.
+	Disabled bool `json:"disabled,omitempty"`
+	// Severity lowers the reason's severity (Fatal → Warning → Info); raising
+	// it is refused, so config can never make a node repairable on its own.
+	Severity string `json:"severity,omitempty"`
+	// Threshold replaces the reason's default threshold (in the registry's unit).
+	Threshold *float64 `json:"threshold,omitempty"`
+}
+
+// Sources configures the log sources.
+type Sources struct {
+	Kmsg    KmsgSource    `json:"kmsg"`
+	Journal JournalSource `json:"journal"`
+}
+
+// KmsgSource configures the kernel log reader.
+type KmsgSource struct {
+	Enabled *bool `json:"enabled,omitempty"`
+	// Lookback replays records of the kernel ring buffer this recent at start.
+	Lookback Duration `json:"lookback,omitempty"`
+}
+
+// JournalSource configures the systemd journal reader.
+type JournalSource struct {
+	// Mode is journalctl (follow the host journal), file (tail a JSON-lines
+	// export, for tests and the simulation) or off.
+	Mode string `json:"mode,omitempty"`
+	// Directory is the journal directory under the host root (journalctl mode).
+	Directory string `json:"directory,omitempty"`
+	// File is the JSON-lines file under the host root (file mode).
+	File string `json:"file,omitempty"`
+	// Command is the journalctl binary.
+	Command string `json:"command,omitempty"`
+}
+
+// ExporterConfig tunes status writes.
+type ExporterConfig struct {
+	// Heartbeat rewrites the conditions this often without change.
+	Heartbeat Duration `json:"heartbeat,omitempty"`
+	// Coalesce waits this long after a change for others before writing.
+	Coalesce Duration `json:"coalesce,omitempty"`
+}
+
+// Journal modes.
+const (
+	JournalCtl  = "journalctl"
+	JournalFile = "file"
+	JournalOff  = "off"
+)
+
+// Default returns the configuration used when no file is given; every field
+// that Parse leaves empty takes these values.
+func Default() Config {
+	on := true
+	return Config{
+		Monitors: Monitors{
+			Kernel:           KernelMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}},
+			ContainerRuntime: RuntimeMonitor{Enabled: &on, CRITimeout: Duration{2 * time.Second}, CheckInterval: Duration{15 * time.Second}},
+		},
+		Sources: Sources{
+			Kmsg:    KmsgSource{Enabled: &on, Lookback: Duration{10 * time.Minute}},
+			Journal: JournalSource{Mode: JournalCtl, Directory: "/var/log/journal", File: "/var/log/nodemend/journal.jsonl", Command: "journalctl"},
+		},
+		Exporter: ExporterConfig{Heartbeat: Duration{5 * time.Minute}, Coalesce: Duration{5 * time.Millisecond}},
+	}
+}
+
+// Parse strictly decodes a config file (unknown keys are errors), fills in
+// defaults and validates it.
+func Parse(data []byte) (Config, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return Config{}, fmt.Errorf("invalid agent config: %w", err)
+	}
+	c.fillDefaults(Default())
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid agent config: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Config) fillDefaults(d Config) {
+	setBool(&c.Monitors.Kernel.Enabled, d.Monitors.Kernel.Enabled)
+	setDur(&c.Monitors.Kernel.CheckInterval, d.Monitors.Kernel.CheckInterval)
+	setBool(&c.Monitors.ContainerRuntime.Enabled, d.Monitors.ContainerRuntime.Enabled)
+	setStr(&c.Monitors.ContainerRuntime.CRISocket, d.Monitors.ContainerRuntime.CRISocket)
+	setDur(&c.Monitors.ContainerRuntime.CRITimeout, d.Monitors.ContainerRuntime.CRITimeout)
+	setDur(&c.Monitors.ContainerRuntime.CheckInterval, d.Monitors.ContainerRuntime.CheckInterval)
+	setBool(&c.Sources.Kmsg.Enabled, d.Sources.Kmsg.Enabled)
+	setDur(&c.Sources.Kmsg.Lookback, d.Sources.Kmsg.Lookback)
+	setStr(&c.Sources.Journal.Mode, d.Sources.Journal.Mode)
+	setStr(&c.Sources.Journal.Directory, d.Sources.Journal.Directory)
+	setStr(&c.Sources.Journal.File, d.Sources.Journal.File)
+	setStr(&c.Sources.Journal.Command, d.Sources.Journal.Command)
+	setDur(&c.Exporter.Heartbeat, d.Exporter.Heartbeat)
+	setDur(&c.Exporter.Coalesce, d.Exporter.Coalesce)
+}
+
+func setBool(p **bool, d *bool) {
+	if *p == nil {
+		*p = d
+	}
+}
+
+func setStr(p *string, d string) {
+	if *p == "" {
+		*p = d
+	}
+}
+
+func setDur(p *Duration, d Duration) {
+	if p.Duration == 0 {
+		*p = d
+	}
+}
+
+// Validate checks the config against the registry.
+func (c Config) Validate() error {
+	var errs []error
+	names := make([]string, 0, len(c.Reasons))
+	for n := range c.Reasons {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rc := c.Reasons[name]
+		r, ok := health.LookupReason(name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("reasons.%s: unknown reason (see docs/reasons.md)", name))
+			continue
+		}
+		if rc.Severity != "" {
+			s := health.Severity(rc.Severity)
+			switch {
+			case !s.Valid():
+				errs = append(errs, fmt.Errorf("reasons.%s.severity: %q is not Fatal, Warning or Info", name, rc.Severity))
+			case !s.AtMost(r.Severity):
+				errs = append(errs, fmt.Errorf("reasons.%s.severity: may only be lowered from %s, not raised to %s", name, r.Severity, s))
+			}
+		}
+		if rc.Threshold != nil {
+			if r.Threshold == nil {
+				errs = append(errs, fmt.Errorf("reasons.%s.threshold: this reason has no threshold", name))
+			} else if *rc.Threshold <= 0 {
+				errs = append(errs, fmt.Errorf("reasons.%s.threshold: must be positive (unit: %s)", name, r.Threshold.Unit))
+			}
+		}
+	}
+	for field, d := range map[string]Duration{
+		"monitors.kernel.checkInterval":           c.Monitors.Kernel.CheckInterval,
+		"monitors.containerRuntime.checkInterval": c.Monitors.ContainerRuntime.CheckInterval,
+		"monitors.containerRuntime.criTimeout":    c.Monitors.ContainerRuntime.CRITimeout,
+		"exporter.heartbeat":                      c.Exporter.Heartbeat,
+	} {
+		if d.Duration < time.Second {
+			errs = append(errs, fmt.Errorf("%s: %v is below the 1s minimum", field, d.Duration))
+		}
+	}
+	if c.Exporter.Coalesce.Duration < 0 || c.Exporter.Coalesce.Duration > time.Second {
+		errs = append(errs, fmt.Errorf("exporter.coalesce: %v must be between 0 and 1s", c.Exporter.Coalesce.Duration))
+	}
+	switch c.Sources.Journal.Mode {
+	case JournalCtl, JournalFile, JournalOff:
+	default:
+		errs = append(errs, fmt.Errorf("sources.journal.mode: %q is not journalctl, file or off", c.Sources.Journal.Mode))
+	}
+	for field, p := range map[string]string{
+		"sources.journal.directory":           c.Sources.Journal.Directory,
+		"sources.journal.file":                c.Sources.Journal.File,
+		"monitors.containerRuntime.criSocket": c.Monitors.ContainerRuntime.CRISocket,
+	} {
+		if p != "" && !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("%s: %q must be an absolute path (it is read under the host root)", field, p))
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
+}
+
+// MonitorEnabled reports whether the named registry monitor is on.
+func (c Config) MonitorEnabled(name string) bool {
+	switch name {
+	case "kernel":
+		return *c.Monitors.Kernel.Enabled
+	case "containerRuntime":
+		return *c.Monitors.ContainerRuntime.Enabled
+	}
+	return false
+}
+
+// Effective returns the registry entry of a reason with the config's
+// overrides applied, and false when the reason is disabled or unknown.
+func (c Config) Effective(name string) (health.Reason, bool) {
+	r, ok := health.LookupReason(name)
+	if !ok {
+		return r, false
+	}
+	rc := c.Reasons[name]
+	if rc.Disabled {
+		return r, false
+	}
+	if rc.Severity != "" {
+		r.Severity = health.Severity(rc.Severity)
+	}
+	if rc.Threshold != nil && r.Threshold != nil {
+		t := *r.Threshold
+		t.Default = *rc.Threshold
+		r.Threshold = &t
+	}
+	return r, true
+}
+
+// Threshold returns the effective threshold of a reason (0 when it has none).
+func (c Config) Threshold(name string) float64 {
+	if r, ok := c.Effective(name); ok && r.Threshold != nil {
+		return r.Threshold.Default
+	}
+	if r, ok := health.LookupReason(name); ok && r.Threshold != nil {
+		return r.Threshold.Default
+	}
+	return 0
+}
+
+// Duration is a time.Duration written as "30s" in YAML.
+type Duration struct{ time.Duration }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
