@@ -283,6 +283,36 @@ func (s *Server) AddContainer(c *runtimeapi.Container) {
 	s.containers[c.Id] = proto.Clone(c).(*runtimeapi.Container)
 }
 
+// SetContainerState sets the state of the container with id, if there is one.
+func (s *Server) SetContainerState(id string, state runtimeapi.ContainerState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.containers[id]; c != nil {
+		c.State = state
+	}
+}
+
+// SetSandboxState sets the state of the sandbox with id, if there is one.
+func (s *Server) SetSandboxState(id string, state runtimeapi.PodSandboxState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil {
+		sb.State = state
+	}
+}
+
+// Containers returns a copy of every container, sorted by ID.
+func (s *Server) Containers() []*runtimeapi.Container {
+	resp, _ := service{s: s}.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
+	return resp.Containers
+}
+
+// Sandboxes returns a copy of every sandbox, sorted by ID.
+func (s *Server) Sandboxes() []*runtimeapi.PodSandbox {
+	resp, _ := service{s: s}.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{})
+	return resp.Items
+}
+
 // RemoveSandbox removes the sandbox with id (not its containers).
 func (s *Server) RemoveSandbox(id string) {
 	s.mu.Lock()

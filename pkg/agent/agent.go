@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -136,11 +137,11 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// The first config must be valid.
 	first := make(chan error, 1)
+	var loaded atomic.Bool
 	go config.Watch(ctx, a.configPath(), a.opts.ConfigPoll, func(c config.Config, err error) {
-		select {
-		case first <- a.applyConfig(ctx, c, err):
-		default:
-			_ = a.applyConfig(ctx, c, err)
+		err = a.applyConfig(ctx, c, err)
+		if !loaded.Swap(true) {
+			first <- err
 		}
 	})
 	if err := <-first; err != nil {

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
-	"path/filepath"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/agent/source/journal"
@@ -24,13 +27,29 @@ func (s *runningSources) stop() {
 func (a *Agent) startSources(parent context.Context, c config.Config) *runningSources {
 	ctx, cancel := context.WithCancel(parent)
 	rs := &runningSources{cancel: cancel}
+	// A reader that stops (its file is missing, the device failed) is
+	// restarted with backoff: the agent must outlive a broken host file.
 	run := func(name string, f func(context.Context) error) {
 		rs.wg.Add(1)
 		go func() {
 			defer rs.wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
+			backoff := time.Second
+			for {
+				err := f(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				if err == nil {
+					err = errors.New("reader stopped")
+				}
 				a.metrics.SourceError(name)
-				a.errOnce.report("source/"+name, err)
+				a.errOnce.report("source/"+name, fmt.Errorf("%w; restarting in %v", err, backoff))
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, 30*time.Second)
 			}
 		}()
 	}
@@ -48,19 +67,17 @@ func (a *Agent) startSources(parent context.Context, c config.Config) *runningSo
 		})
 		run("kmsg", func(ctx context.Context) error { return r.Run(ctx, a.handleLine) })
 	}
-	switch j := c.Sources.Journal; j.Mode {
-	case config.JournalCtl:
-		r := journal.NewCommandReader(journal.CommandOptions{
-			Command:   j.Command,
-			Directory: filepath.Join(a.opts.HostRoot, j.Directory),
-			OnError:   onError("journal"),
-		})
-		run("journal", func(ctx context.Context) error { return r.Run(ctx, a.handleLine) })
-	case config.JournalFile:
-		r := journal.NewFileReader(journal.FileOptions{
-			Path:    filepath.Join(a.opts.HostRoot, j.File),
-			OnError: onError("journal"),
-		})
+	if j := c.Sources.Journal; j.Mode != config.JournalOff {
+		opts := journal.Options{
+			HostRoot:   a.opts.HostRoot,
+			Directory:  strings.TrimPrefix(j.Directory, "/"),
+			Journalctl: j.Command,
+			OnError:    onError("journal"),
+		}
+		if j.Mode == config.JournalFile {
+			opts.File = strings.TrimPrefix(j.File, "/")
+		}
+		r := journal.NewReader(opts)
 		run("journal", func(ctx context.Context) error { return r.Run(ctx, a.handleLine) })
 	}
 	return rs

@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,39 +14,69 @@ import (
 // Matcher applies a compiled rule set to lines. It is safe for concurrent use.
 type Matcher struct {
 	rules []compiled
+	// pre finds the rules whose anchor occurs in a line, in one pass.
+	pre *prefilter
 }
 
 type compiled struct {
 	Rule
 	re *regexp.Regexp
+	// named is whether re has named groups; without, a cheaper MatchString
+	// does.
+	named bool
 	// anchor is the longest literal of Contains: the one most likely to be
-	// absent, checked first.
+	// absent, found by the prefilter; rest are checked only when it occurs.
 	anchor string
 	rest   []string
 }
 
-// Compile validates rules and prepares them for matching.
+// Compile validates rules and prepares them for matching. All the problems
+// found are reported, each with the index and reason of its rule.
 func Compile(rs []Rule) (*Matcher, error) {
 	var errs []error
 	m := &Matcher{}
 	for i, r := range rs {
 		where := fmt.Sprintf("rule %d (%s)", i, r.Reason)
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
+		}
 		if r.Reason == "" {
-			errs = append(errs, fmt.Errorf("%s: reason is required", where))
+			bad("reason is required")
+		}
+		for _, src := range r.Sources {
+			if src != logline.Kmsg && src != logline.Journal && src != logline.File {
+				bad("unknown source %q (want %q, %q or %q)", src, logline.Kmsg, logline.Journal, logline.File)
+			}
 		}
 		lits := slices.DeleteFunc(slices.Clone(r.Contains), func(s string) bool { return s == "" })
 		if len(lits) == 0 {
-			errs = append(errs, fmt.Errorf("%s: at least one non-empty Contains literal is required as a prefilter", where))
-			continue
+			bad("at least one non-empty Contains literal is required as a prefilter")
+		}
+		for _, x := range r.Exclude {
+			if l := slices.IndexFunc(lits, func(l string) bool { return x != "" && strings.Contains(l, x) }); l >= 0 {
+				bad("Exclude %q occurs in Contains %q: the rule can never match", x, lits[l])
+			}
 		}
 		c := compiled{Rule: r}
 		if r.Pattern != "" {
 			re, err := regexp.Compile(r.Pattern)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
+				bad("invalid Pattern: %v", err)
+			} else {
+				c.re = re
+				c.named = slices.ContainsFunc(re.SubexpNames(), func(n string) bool { return n != "" })
 			}
-			c.re = re
+		}
+		if c.re != nil || r.Pattern == "" {
+			expand(r.Message, func(name string) string {
+				if c.re == nil || c.re.SubexpIndex(name) < 0 {
+					bad("Message refers to ${%s}, which Pattern does not define as a named group", name)
+				}
+				return ""
+			})
+		}
+		if len(lits) == 0 || (r.Pattern != "" && c.re == nil) {
+			continue
 		}
 		slices.SortStableFunc(lits, func(a, b string) int { return len(b) - len(a) })
 		c.anchor, c.rest = lits[0], lits[1:]
@@ -54,30 +85,53 @@ func Compile(rs []Rule) (*Matcher, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	anchors := make([]string, len(m.rules))
+	for i, r := range m.rules {
+		anchors[i] = r.anchor
+	}
+	m.pre = newPrefilter(anchors)
 	return m, nil
 }
 
 // Match calls fn for every rule that matches line, in rule order.
 func (m *Matcher) Match(line logline.Line, fn func(Match)) {
-	for i := range m.rules {
-		r := &m.rules[i]
-		if !strings.Contains(line.Text, r.anchor) || !r.selects(line) {
-			continue
-		}
-		if !containsAll(line.Text, r.rest) || containsAny(line.Text, r.Exclude) {
-			continue
-		}
-		match := Match{Reason: r.Reason, Line: line}
-		if r.re != nil {
-			sub := r.re.FindStringSubmatch(line.Text)
-			if sub == nil {
-				continue
-			}
-			match.Groups = groups(r.re, sub)
-		}
-		match.Message = r.message(line.Text, match.Groups)
-		fn(match)
+	// One bit per rule whose anchor occurs in the line.
+	var small [4]uint64
+	hits := small[:]
+	if n := (len(m.rules) + 63) / 64; n > len(small) {
+		hits = make([]uint64, n)
 	}
+	if !m.pre.scan(line.Text, hits) {
+		return
+	}
+	for w, word := range hits {
+		for ; word != 0; word &= word - 1 {
+			m.rules[w*64+bits.TrailingZeros64(word)].match(line, fn)
+		}
+	}
+}
+
+// match calls fn if r matches line, given that r's anchor occurs in it.
+func (r *compiled) match(line logline.Line, fn func(Match)) {
+	if !r.selects(line) || !containsAll(line.Text, r.rest) || containsAny(line.Text, r.Exclude) {
+		return
+	}
+	match := Match{Reason: r.Reason, Line: line}
+	switch {
+	case r.re == nil:
+	case !r.named:
+		if !r.re.MatchString(line.Text) {
+			return
+		}
+	default:
+		sub := r.re.FindStringSubmatch(line.Text)
+		if sub == nil {
+			return
+		}
+		match.Groups = groups(r.re, sub)
+	}
+	match.Message = r.message(line.Text, match.Groups)
+	fn(match)
 }
 
 func (r *compiled) selects(line logline.Line) bool {
@@ -94,11 +148,12 @@ func (r *compiled) message(text string, groups map[string]string) string {
 	if r.Message == "" {
 		return text
 	}
-	return expand(r.Message, groups)
+	return expand(r.Message, func(name string) string { return groups[name] })
 }
 
-// expand replaces ${name} with groups[name]; unknown names expand to "".
-func expand(tmpl string, groups map[string]string) string {
+// expand replaces each ${name} in tmpl with value(name). A "${" without a
+// closing "}" is kept as is.
+func expand(tmpl string, value func(name string) string) string {
 	var b strings.Builder
 	for {
 		i := strings.Index(tmpl, "${")
@@ -112,7 +167,7 @@ func expand(tmpl string, groups map[string]string) string {
 			return b.String()
 		}
 		b.WriteString(tmpl[:i])
-		b.WriteString(groups[tmpl[i+2:i+j]])
+		b.WriteString(value(tmpl[i+2 : i+j]))
 		tmpl = tmpl[i+j+1:]
 	}
 }

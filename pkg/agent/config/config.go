@@ -60,6 +60,10 @@ type ReasonConfig struct {
 	Severity string `json:"severity,omitempty"`
 	// Threshold replaces the reason's default threshold (in the registry's unit).
 	Threshold *float64 `json:"threshold,omitempty"`
+	// QuietPeriod replaces the recovery quiet period of a Fatal log-derived
+	// reason. Keep it longer than the repair toleration of its condition, or
+	// a flapping fault may never be repaired.
+	QuietPeriod *Duration `json:"quietPeriod,omitempty"`
 }
 
 // Sources configures the log sources.
@@ -193,6 +197,13 @@ func (c Config) Validate() error {
 				errs = append(errs, fmt.Errorf("reasons.%s.severity: may only be lowered from %s, not raised to %s", name, r.Severity, s))
 			}
 		}
+		if rc.QuietPeriod != nil {
+			if r.Source != health.FromLog {
+				errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: only log-derived reasons have a quiet period; this one recovers when its check passes", name))
+			} else if rc.QuietPeriod.Duration < time.Second {
+				errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: %v is below the 1s minimum", name, rc.QuietPeriod.Duration))
+			}
+		}
 		if rc.Threshold != nil {
 			if r.Threshold == nil {
 				errs = append(errs, fmt.Errorf("reasons.%s.threshold: this reason has no threshold", name))
@@ -256,6 +267,9 @@ func (c Config) Effective(name string) (health.Reason, bool) {
 	}
 	if rc.Severity != "" {
 		r.Severity = health.Severity(rc.Severity)
+	}
+	if rc.QuietPeriod != nil && r.Source == health.FromLog {
+		r.QuietPeriod = rc.QuietPeriod.Duration
 	}
 	if rc.Threshold != nil && r.Threshold != nil {
 		t := *r.Threshold

@@ -20,6 +20,8 @@ reasons:
     severity: Warning
   ApproachingKernelPidMax:
     threshold: 85
+  KernelBug:
+    quietPeriod: 2m
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +41,9 @@ reasons:
 	if got := c.Threshold(health.ReasonApproachingKernelPidMax); got != 85 {
 		t.Fatalf("threshold override: got %v", got)
 	}
+	if r, _ := c.Effective(health.ReasonKernelBug); r.QuietPeriod != 2*time.Minute {
+		t.Fatalf("quiet period override: got %v", r.QuietPeriod)
+	}
 	if got := c.Threshold(health.ReasonApproachingMaxOpenFiles); got != 70 {
 		t.Fatalf("threshold default: got %v", got)
 	}
@@ -52,6 +57,7 @@ func TestParseRejects(t *testing.T) {
 		"bad severity":       {"reasons:\n  SoftLockup: {severity: Critical}\n", `"Critical" is not Fatal, Warning or Info`},
 		"threshold on none":  {"reasons:\n  SoftLockup: {threshold: 3}\n", "this reason has no threshold"},
 		"negative threshold": {"reasons:\n  ApproachingKernelPidMax: {threshold: -1}\n", "must be positive"},
+		"quiet on check":     {"reasons:\n  PodStuckTerminating: {quietPeriod: 1m}\n", "only log-derived reasons have a quiet period"},
 		"bad duration":       {"monitors:\n  kernel:\n    checkInterval: soon\n", "invalid duration"},
 		"tiny interval":      {"monitors:\n  kernel:\n    checkInterval: 10ms\n", "below the 1s minimum"},
 		"journal mode":       {"sources:\n  journal:\n    mode: syslog\n", `"syslog" is not journalctl, file or off`},

@@ -27,8 +27,9 @@ const (
 	// DefaultWorkers is the size of the worker pool when Options.Workers is 0.
 	DefaultWorkers = 2
 	// DefaultMinSpacing is the spacing between starts when Options.MinSpacing
-	// is 0. With 5 ms, at most two jobs start within any 10 ms.
-	DefaultMinSpacing = 5 * time.Millisecond
+	// is 0: more than 5 ms, so that at most two jobs start within any 10 ms
+	// (window ends included).
+	DefaultMinSpacing = 6 * time.Millisecond
 )
 
 // Job is a periodic job.
@@ -37,7 +38,8 @@ type Job struct {
 	Name string
 	// Period is the time between due times; it must be positive.
 	Period time.Duration
-	// Run does one run. Its context is the one given to Scheduler.Run.
+	// Run does one run. Its context is the one given to Scheduler.Run; it
+	// should return soon after that is done. A panic is not recovered.
 	Run func(ctx context.Context)
 }
 

@@ -172,6 +172,7 @@ func (m *Monitor) checkResponsive(ctx context.Context) ([]monitor.Finding, error
 		p.Err = m.cri.probe(ctx)
 	} else {
 		p.Err = fmt.Errorf("CRI socket %s is missing", m.hostPath)
+		_ = m.cri.close() // a new socket will need a new connection
 	}
 	threshold := countThreshold(m.threshold(health.ReasonContainerRuntimeUnresponsive))
 	m.mu.Lock()

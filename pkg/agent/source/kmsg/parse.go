@@ -161,7 +161,7 @@ func unescape(b []byte) string {
 	out := make([]byte, 0, min(len(b), MaxMessageBytes))
 	for i := 0; i < len(b) && len(out) < MaxMessageBytes; i++ {
 		c := b[i]
-		if c == '\\' && i+3 < len(b)+0 && b[i+1] == 'x' {
+		if c == '\\' && i+3 < len(b) && b[i+1] == 'x' {
 			if hi, ok := unhex(b[i+2]); ok {
 				if lo, ok := unhex(b[i+3]); ok {
 					out = append(out, hi<<4|lo)

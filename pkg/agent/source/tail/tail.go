@@ -385,6 +385,31 @@ func (f *follower) watchFail(err error) {
 	}
 }
 
+// ReadLines reads rd to its end and calls emit with each line, split and
+// capped at maxLineBytes (<= 0: DefaultMaxLineBytes) as Follow does; a last
+// line without newline is emitted too. line is only valid during the call. It
+// returns rd's error, or nil at EOF.
+func ReadLines(rd io.Reader, maxLineBytes int, emit func(line []byte)) error {
+	if maxLineBytes <= 0 {
+		maxLineBytes = DefaultMaxLineBytes
+	}
+	s := splitter{max: maxLineBytes, emit: func(line []byte, _ time.Time) { emit(line) }}
+	buf := make([]byte, readBufSize)
+	for {
+		n, err := rd.Read(buf)
+		if n > 0 {
+			s.write(buf[:n], time.Time{})
+		}
+		if err == io.EOF {
+			s.flush()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 // splitter cuts a byte stream into lines of at most max bytes.
 type splitter struct {
 	max     int

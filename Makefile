@@ -1,0 +1,55 @@
+# nodemend — see README.md. Every target installs or builds what it needs.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+
+.PHONY: all demo test test-short bench build generate verify-generate update-reason-lock lint fmt vet kube-binaries deps local-cluster-start local-cluster-stop clean
+
+all: build
+
+## demo: the whole loop on a local control plane (see README)
+demo: build kube-binaries deps
+	hack/demo.sh
+
+## test: every test, against a real kube-apiserver + etcd built from pinned sources
+test: kube-binaries deps
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -count=1 ./...
+
+## bench: benchmarks with the figures quoted in issues and docs
+bench: kube-binaries deps
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+build:
+	mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+kube-binaries:
+	hack/kube-binaries.sh >/dev/null
+
+deps:
+	hack/ensure-deps.sh
+
+## generate: regenerate code and docs from pkg/health/reasons.yaml
+generate:
+	$(GO) run ./hack/genreasons
+
+## update-reason-lock: accept a breaking change to released reasons (add a CHANGELOG entry!)
+update-reason-lock:
+	$(GO) run ./hack/genreasons -update-lock
+
+lint: fmt vet
+
+fmt:
+	@out="$$(gofmt -l cmd pkg internal hack)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+local-cluster-start: kube-binaries deps
+	hack/local-cluster.sh start
+
+local-cluster-stop:
+	hack/local-cluster.sh stop
+
+clean:
+	rm -rf $(BIN) _output

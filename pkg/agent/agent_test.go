@@ -1,0 +1,285 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
+	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/pkg/agent/metrics"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors/kernel"
+)
+
+var client kubernetes.Interface
+
+func TestMain(m *testing.M) {
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	client = env.Client
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// syncedClock is a Timex reader for a host whose clock is synchronized.
+type syncedClock struct{}
+
+func (syncedClock) ReadTimex() (kernel.Timex, error) { return kernel.Timex{MaxErrorMicros: 1000}, nil }
+
+type running struct {
+	t       *testing.T
+	node    string
+	root    *hostroot.Root
+	metrics *metrics.Agent
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+var seq atomic.Int32
+
+// fileJournal points the journal reader at the host root's fixture file.
+const fileJournal = "sources:\n  journal:\n    mode: file\n    file: /" + hostroot.JournalFixture + "\n"
+
+// startAgent runs an agent for a new node over root with the given config
+// text (written to a file so reload can be tested).
+func startAgent(t *testing.T, root *hostroot.Root, cfg string) *running {
+	t.Helper()
+	node := fmt.Sprintf("agent-node-%d", seq.Add(1))
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Real hosts have /dev/kmsg and a journal before the agent starts.
+	root.AppendKmsg()
+	root.AppendJournal()
+	cfgPath := root.Path("etc/nodemend/agent.yaml")
+	root.WriteFile("etc/nodemend/agent.yaml", cfg)
+	m := metrics.NewAgent()
+	a, err := New(Options{
+		Client: client, NodeName: node, HostRoot: root.Path(""), ConfigPath: cfgPath,
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{t: t, node: node, root: root, metrics: m, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-r.done; err != nil {
+			t.Errorf("agent returned %v", err)
+		}
+	})
+	return r
+}
+
+func (r *running) waitNode(what string, cond func(*corev1.Node) bool) *corev1.Node {
+	r.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n, err := client.CoreV1().Nodes().Get(context.Background(), r.node, metav1.GetOptions{})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if cond(n) {
+			return n
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out waiting for %s; conditions %+v", what, n.Status.Conditions)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *running) waitEvent(reason string) *corev1.Event {
+	r.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		evs, err := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{
+			FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", r.node), fields.OneTermEqualSelector("reason", reason)).String(),
+		})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if len(evs.Items) > 0 {
+			return &evs.Items[0]
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out waiting for event %s on %s", reason, r.node)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func condition(n *corev1.Node, t health.ConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if string(n.Status.Conditions[i].Type) == string(t) {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func is(t health.ConditionType, s corev1.ConditionStatus, reason string) func(*corev1.Node) bool {
+	return func(n *corev1.Node) bool {
+		c := condition(n, t)
+		return c != nil && c.Status == s && c.Reason == reason
+	}
+}
+
+func kmsgRec(seq int, msg string) string {
+	return hostroot.KmsgRecord(3, uint64(seq), uint64(seq)*1000, msg)
+}
+
+func TestKmsgFatalLineFlipsKernelReady(t *testing.T) {
+	root := hostroot.New(t).WithProc()
+	root.AppendKmsg(kmsgRec(1, "old record before the agent started: cgroup: fork rejected by pids controller in /system.slice/kubelet.service"))
+	r := startAgent(t, root, fileJournal)
+	r.waitNode("KernelReady True", is(health.KernelReady, corev1.ConditionTrue, health.HealthyKernelIsReady))
+
+	// A pod at its own pids limit is the workload's problem.
+	root.AppendKmsg(kmsgRec(2, "cgroup: fork rejected by pids controller in /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice"))
+	// Warnings are events; the condition stays True.
+	root.AppendKmsg(kmsgRec(3, "watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [java:4242]"))
+	ev := r.waitEvent(health.ReasonSoftLockup)
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "CPU#3") {
+		t.Fatalf("unexpected SoftLockup event %+v", ev)
+	}
+	if n := r.waitNode("", func(*corev1.Node) bool { return true }); condition(n, health.KernelReady).Status != corev1.ConditionTrue {
+		t.Fatalf("a Warning or a pod's own pids limit changed KernelReady: %+v", condition(n, health.KernelReady))
+	}
+
+	root.AppendKmsg(kmsgRec(4, "cgroup: fork rejected by pids controller in /system.slice/containerd.service"))
+	n := r.waitNode("KernelReady False", is(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
+	if msg := condition(n, health.KernelReady).Message; strings.Contains(msg, "old record") {
+		t.Fatalf("a record from before the agent started was replayed from a regular file: %q", msg)
+	}
+	r.waitEvent(health.ReasonForkFailedOutOfPIDs)
+}
+
+func TestJournalLinesRaiseRuntimeEvents(t *testing.T) {
+	root := hostroot.New(t).WithProc()
+	r := startAgent(t, root, fileJournal)
+	r.waitNode("ContainerRuntimeReady True", is(health.ContainerRuntimeReady, corev1.ConditionTrue, health.HealthyContainerRuntimeIsReady))
+	root.AppendJournal(map[string]string{
+		"MESSAGE": "kubelet.service: Failed with result 'exit-code'.", "UNIT": "kubelet.service", "_SYSTEMD_UNIT": "init.scope",
+		"__REALTIME_TIMESTAMP": fmt.Sprint(time.Now().UnixMicro()),
+	})
+	r.waitEvent(health.ReasonKubeletFailed)
+	// ForkFailedOutOfPIDs from the kubelet's own journal is Fatal.
+	root.AppendJournal(map[string]string{
+		"MESSAGE":       `E1202 10:00:00.000000 1234 kubelet.go:1234] "Failed to start" err="fork/exec /usr/bin/mount: resource temporarily unavailable"`,
+		"_SYSTEMD_UNIT": "kubelet.service", "__REALTIME_TIMESTAMP": fmt.Sprint(time.Now().UnixMicro()),
+	})
+	r.waitNode("KernelReady False from the journal", is(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
+}
+
+// TestBadInputKeepsAgentRunning feeds records that must not break the
+// agent, then a real fault that must still be seen.
+func TestBadInputKeepsAgentRunning(t *testing.T) {
+	root := hostroot.New(t) // no /proc at all: every check fails to read
+	r := startAgent(t, root, fileJournal+"monitors:\n  kernel:\n    checkInterval: 1s\n")
+	r.waitNode("KernelReady True", is(health.KernelReady, corev1.ConditionTrue, health.HealthyKernelIsReady))
+	root.AppendKmsg(
+		kmsgRec(1, strings.Repeat("x", 1<<20)),
+		kmsgRec(2, "invalid utf-8 \xff\xfe here: segfault at"),
+		"6,3,", // truncated record
+		"garbage without any structure",
+	)
+	root.AppendJournal(map[string]string{"MESSAGE": "\xff\xfe"}) // no timestamp, bad UTF-8
+	root.WriteFile(hostroot.JournalFixture+".tmp", "")
+	root.AppendKmsg(kmsgRec(5, "cgroup: fork rejected by pids controller in /system.slice/kubelet.service"))
+	n := r.waitNode("KernelReady False after bad input", is(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
+	for _, c := range n.Status.Conditions {
+		if c.Status == corev1.ConditionUnknown {
+			t.Fatalf("condition %s is Unknown: could-not-read must never be written as Unknown", c.Type)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); counter(t, r.metrics, "nodemend_agent_check_errors_total") == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("checks without /proc must count errors")
+		}
+	}
+	if n := r.waitNode("", func(*corev1.Node) bool { return true }); condition(n, health.KernelReady).Status != corev1.ConditionFalse {
+		t.Fatal("a check that cannot read its input must keep the previous state")
+	}
+}
+
+func TestConfigReloadAndRejection(t *testing.T) {
+	root := hostroot.New(t).WithProc()
+	r := startAgent(t, root, fileJournal)
+	r.waitNode("both conditions", func(n *corev1.Node) bool {
+		return condition(n, health.KernelReady) != nil && condition(n, health.ContainerRuntimeReady) != nil
+	})
+	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+"monitors:\n  containerRuntime:\n    enabled: false\n")
+	r.waitNode("ContainerRuntimeReady removed", func(n *corev1.Node) bool {
+		return condition(n, health.ContainerRuntimeReady) == nil && condition(n, health.KernelReady) != nil
+	})
+	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+"monitors:\n  containerRuntime:\n    enabled: true\n    colour: red\n")
+	ev := r.waitEvent("InvalidAgentConfig")
+	if !strings.Contains(ev.Message, "colour") {
+		t.Fatalf("the event should name the problem: %q", ev.Message)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := r.waitNode("", func(*corev1.Node) bool { return true }); condition(n, health.ContainerRuntimeReady) != nil {
+		t.Fatal("an invalid config was applied")
+	}
+	// The last good config still works.
+	root.AppendKmsg(kmsgRec(1, "cgroup: fork rejected by pids controller in /system.slice/kubelet.service"))
+	r.waitNode("KernelReady False", is(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
+}
+
+func TestInvalidConfigAtStartFails(t *testing.T) {
+	root := hostroot.New(t)
+	root.WriteFile("agent.yaml", "monitors: {kernel: {enabled: maybe}}\n")
+	a, err := New(Options{Client: client, NodeName: "never", HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "invalid agent config") {
+		t.Fatalf("want a clear config error at start, got %v", err)
+	}
+}
+
+func counter(t *testing.T, m *metrics.Agent, name string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, metric := range mf.GetMetric() {
+			total += counterValue(metric)
+		}
+	}
+	return total
+}
+
+func counterValue(m *dto.Metric) float64 {
+	if c := m.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return 0
+}

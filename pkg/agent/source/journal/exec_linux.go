@@ -1,0 +1,11 @@
+package journal
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setDeathSignal has the kernel kill journalctl if the agent dies first.
+func setDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,152 @@
+// Package kernel is the kernel monitor: it owns the KernelReady condition.
+//
+// Log rules read kernel messages (/dev/kmsg) and the journal of the node's
+// daemons; periodic checks read <host-root>/proc and adjtimex(2). Every check
+// splits into a gatherer (the only I/O) and a pure evaluation function.
+package kernel
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/rules"
+)
+
+// Name is the registry monitor name.
+const Name = "kernel"
+
+// Default check periods.
+const (
+	DefaultLimitsPeriod = 30 * time.Second
+	DefaultZombiePeriod = 60 * time.Second
+	DefaultClockPeriod  = 60 * time.Second
+)
+
+// Options tune the monitor. Zero values take the defaults.
+type Options struct {
+	// LimitsPeriod is the period of the pid_max and open-files checks.
+	LimitsPeriod time.Duration
+	// ZombiePeriod is the period of the zombie scan (one read per process).
+	ZombiePeriod time.Duration
+	// ClockPeriod is the period of the clock synchronization check.
+	ClockPeriod time.Duration
+	// Timex reads the kernel's NTP state; nil means adjtimex(2). The clock is
+	// not under the host root: tests and simulations inject a reader.
+	Timex TimexReader
+}
+
+// Monitor implements monitor.Monitor for KernelReady.
+type Monitor struct {
+	env  monitor.Env
+	opts Options
+}
+
+var _ monitor.Monitor = (*Monitor)(nil)
+
+// New builds the kernel monitor. env.HostRoot "" means "/".
+func New(env monitor.Env, opts Options) *Monitor {
+	if env.HostRoot == "" {
+		env.HostRoot = "/"
+	}
+	if env.Clock == nil {
+		env.Clock = clock.RealClock{}
+	}
+	if opts.LimitsPeriod <= 0 {
+		opts.LimitsPeriod = DefaultLimitsPeriod
+	}
+	if opts.ZombiePeriod <= 0 {
+		opts.ZombiePeriod = DefaultZombiePeriod
+	}
+	if opts.ClockPeriod <= 0 {
+		opts.ClockPeriod = DefaultClockPeriod
+	}
+	if opts.Timex == nil {
+		opts.Timex = SystemTimex{}
+	}
+	return &Monitor{env: env, opts: opts}
+}
+
+// Name implements monitor.Monitor.
+func (m *Monitor) Name() string { return Name }
+
+// Rules implements monitor.Monitor.
+func (m *Monitor) Rules() []rules.Rule { return Rules() }
+
+// Interpret implements monitor.Monitor: every kernel rule maps one to one to
+// a finding. Journal matches name their unit in the message.
+func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+	msg := match.Message
+	if match.Line.Source != logline.Kmsg && match.Line.Unit != "" {
+		msg = match.Line.Unit + ": " + msg
+	}
+	return []monitor.Finding{{
+		Reason:   match.Reason,
+		Message:  msg,
+		Observed: match.Line.Time,
+		Subject:  subject(match),
+	}}
+}
+
+// subject picks what a log finding is about, so that events about different
+// processes, CPUs or cgroups are not merged: the cgroup, else the CPU, else
+// the process name, else the unit.
+func subject(match rules.Match) string {
+	g := match.Groups
+	switch {
+	case g["cgroup"] != "":
+		return g["cgroup"]
+	case g["cpu"] != "":
+		return "CPU#" + g["cpu"]
+	case g["comm"] != "":
+		return g["comm"]
+	case match.Line.Source != logline.Kmsg:
+		return match.Line.Unit
+	}
+	return ""
+}
+
+// Checks implements monitor.Monitor.
+func (m *Monitor) Checks() []monitor.Check {
+	return []monitor.Check{
+		{
+			Name:    "kernel-pid-max",
+			Period:  m.opts.LimitsPeriod,
+			Reasons: []string{health.ReasonApproachingKernelPidMax},
+			Run:     m.runPIDMax,
+		},
+		{
+			Name:    "kernel-open-files",
+			Period:  m.opts.LimitsPeriod,
+			Reasons: []string{health.ReasonApproachingMaxOpenFiles},
+			Run:     m.runOpenFiles,
+		},
+		{
+			Name:    "kernel-zombies",
+			Period:  m.opts.ZombiePeriod,
+			Reasons: []string{health.ReasonExcessiveZombieProcesses},
+			Run:     m.runZombies,
+		},
+		{
+			Name:    "kernel-clock",
+			Period:  m.opts.ClockPeriod,
+			Reasons: []string{health.ReasonClockUnsynchronized},
+			Run:     m.runClock,
+		},
+	}
+}
+
+// threshold is the effective threshold of reason: the agent's (config
+// override or registry default), else the registry default.
+func (m *Monitor) threshold(reason string) float64 {
+	if m.env.Threshold != nil {
+		return m.env.Threshold(reason)
+	}
+	if r, ok := health.LookupReason(reason); ok && r.Threshold != nil {
+		return r.Threshold.Default
+	}
+	return 0
+}

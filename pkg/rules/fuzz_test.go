@@ -1,0 +1,80 @@
+package rules
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"nodemend.dev/nodemend/pkg/agent/logline"
+)
+
+// fuzzRules builds up to 8 rules from spec, one per line:
+// "contains|contains...!exclude!exclude...". The first rule gets pattern.
+// Odd rules select journal lines of unit; rule 2 selects kmsg only.
+func fuzzRules(spec, pattern, unit string) []Rule {
+	var rs []Rule
+	for i, l := range strings.SplitN(spec, "\n", 8) {
+		parts := strings.Split(l, "!")
+		r := Rule{Reason: "R" + string(rune('0'+i)), Contains: strings.Split(parts[0], "|"), Exclude: parts[1:]}
+		if i == 0 {
+			r.Pattern = pattern
+		}
+		if i%2 == 1 {
+			r.Sources, r.Units = []logline.Source{logline.Journal}, []string{unit}
+		}
+		if i == 2 {
+			r.Sources = []logline.Source{logline.Kmsg}
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// FuzzMatch checks that random rules and lines do not panic, that every match
+// holds all its rule's Contains literals and none of its Exclude literals, and
+// that the matcher agrees with the obvious implementation.
+func FuzzMatch(f *testing.F) {
+	f.Add("table full", "", "x", "nf_conntrack: table full, dropping packet", uint8(0), "")
+	f.Add("BUG: !BUG: soft lockup\nsoft lockup|CPU#\nBUG", `^BUG: (?P<what>\S+)`, "kubelet.service",
+		"watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [kworker/3:1:123]", uint8(0), "")
+	f.Add("Probe failed|probeType=\"Liveness\"\nProbe failed\nab|ba|aba", `pod="(?P<pod>[^"]*)"`, "kubelet.service",
+		`"Probe failed" probeType="Liveness" pod="default/web-0" containerName="web"`, uint8(1), "kubelet.service")
+	f.Add("aa|aaa\na!aa\nabab|bab\nb", "", "u", "abababaaab", uint8(2), "u")
+	for _, h := range hitLines {
+		n := len(h.line.Text) / 3
+		src := uint8(0)
+		if h.line.Source == logline.Journal {
+			src = 1
+		}
+		f.Add(h.line.Text[n:n+8], "", h.line.Unit, h.line.Text, src, h.line.Unit)
+	}
+	f.Fuzz(func(t *testing.T, spec, pattern, unit, text string, src uint8, lineUnit string) {
+		rs := fuzzRules(spec, pattern, unit)
+		m, err := Compile(rs)
+		if err != nil {
+			return // rules without a literal, a bad pattern...: rejected, fine
+		}
+		line := logline.Line{
+			Source: []logline.Source{logline.Kmsg, logline.Journal, logline.File}[src%3],
+			Unit:   lineUnit,
+			Text:   text,
+		}
+		g := matchAll(m, line)
+		for _, x := range g {
+			r := rs[x.Reason[1]-'0']
+			for _, l := range r.Contains {
+				if !strings.Contains(text, l) {
+					t.Fatalf("%s matched %q without Contains %q", x.Reason, text, l)
+				}
+			}
+			for _, l := range r.Exclude {
+				if l != "" && strings.Contains(text, l) {
+					t.Fatalf("%s matched %q despite Exclude %q", x.Reason, text, l)
+				}
+			}
+		}
+		if ref := reference(rs, line); !reflect.DeepEqual(g, ref) {
+			t.Fatalf("rules %+v line %+v:\nmatcher   %+v\nreference %+v", rs, line, g, ref)
+		}
+	})
+}
