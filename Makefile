@@ -29,9 +29,14 @@ kube-binaries:
 deps:
 	hack/ensure-deps.sh
 
-## generate: regenerate code and docs from pkg/health/reasons.yaml
-generate:
+## generate: regenerate code and docs (reason registry, deepcopy, CRDs)
+generate: $(BIN)/controller-gen
 	$(GO) run ./hack/genreasons
+	$(BIN)/controller-gen object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=deploy/crds
+
+$(BIN)/controller-gen: hack/tools/go.mod
+	mkdir -p $(BIN)
+	cd hack/tools && CGO_ENABLED=0 $(GO) build -o ../../$(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 
 ## update-reason-lock: accept a breaking change to released reasons (add a CHANGELOG entry!)
 update-reason-lock:
