@@ -190,7 +190,9 @@ func FuzzParseEntry(f *testing.F) {
 // FuzzScanner checks the hand-written scanner against encoding/json: what
 // encoding/json accepts, parseEntry must accept with the same result.
 func FuzzScanner(f *testing.F) {
-	for _, s := range []string{kubeletEntry, binaryEntry, `{"MESS\u0041GE":"k","__REALTIME_TIMESTAMP":"1","X":[{"a":[1,2.5e-3,null]}]}`} {
+	for _, s := range []string{kubeletEntry, binaryEntry, `{"MESS\u0041GE":"k","__REALTIME_TIMESTAMP":"1","X":[{"a":[1,2.5e-3,null]}]}`,
+		`{"__REALTIME_TIMESTAMP":"1","MESSAGE":"\ud83d\ude00 \ud800\u0041 \"q\" \/ \u0000 \b\f\n\r\t ` + "\xff\xc3\xa9" + `","UNIT":["a\u00e9",[1]]}`,
+	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

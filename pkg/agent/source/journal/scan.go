@@ -2,7 +2,6 @@ package journal
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 )
 
@@ -119,11 +118,11 @@ func (s *scanner) key() ([]byte, error) {
 	if !escaped {
 		return s.b[start+1 : s.i-1], nil
 	}
-	var k string
-	if err := json.Unmarshal(s.b[start:s.i], &k); err != nil {
-		return nil, fmt.Errorf("%w: key: %v", ErrMalformed, err)
+	k, ok := unquote(s.b[start+1 : s.i-1])
+	if !ok {
+		return nil, fmt.Errorf("%w: bad key", ErrMalformed)
 	}
-	return []byte(k), nil
+	return k, nil
 }
 
 // skipString moves past a string (s.i at its opening quote); it reports

@@ -194,7 +194,7 @@ func TestSplitAcrossWrites(t *testing.T) {
 func TestRotateRenameCreate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.log")
 	appendFile(t, path, "")
-	h := start(t, path, Options{RotateGrace: 300 * time.Millisecond})
+	h := start(t, path, Options{RotateGrace: 1500 * time.Millisecond})
 	h.waitOpen()
 	appendFile(t, path, "before\n")
 	h.expect("before")
@@ -253,7 +253,7 @@ func TestCopyTruncate(t *testing.T) {
 func TestDeleteRecreate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.log")
 	appendFile(t, path, "")
-	h := start(t, path, Options{RotateGrace: 100 * time.Millisecond})
+	h := start(t, path, Options{RotateGrace: time.Second})
 	h.waitOpen()
 	appendFile(t, path, "one\n")
 	h.expect("one")
