@@ -175,8 +175,11 @@ func evalStuck(now time.Time, threshold time.Duration, overdue []overduePod, use
 		}
 		out = append(out, monitor.Finding{
 			Reason: health.ReasonPodStuckTerminating,
-			Message: fmt.Sprintf("pod %s is stuck terminating: %s past its deletion deadline %s (threshold %s), but the container runtime still reports %s",
-				p.Key, p.Overdue.Truncate(time.Second), p.Deletion.UTC().Format(time.RFC3339), threshold, still),
+			// The message names the deadline, not how overdue the pod is now, so
+			// it stays the same from check to check and the condition is not
+			// rewritten every period.
+			Message: fmt.Sprintf("pod %s is stuck terminating: more than %s past its deletion deadline %s, but the container runtime still reports %s",
+				p.Key, threshold, p.Deletion.UTC().Format(time.RFC3339), still),
 			Observed: now,
 			Subject:  p.Key,
 		})

@@ -182,8 +182,8 @@ func TestEvalStuck(t *testing.T) {
 	}
 	fs := evalStuck(t0, threshold, overdue, use)
 	wantMsgs := map[string][]string{
-		"default/both":       {"pod default/both", "6m0s past", "[envoy web] and a ready sandbox", "threshold 5m0s"},
-		"default/containers": {"1h0m0s past", "running containers [web]"},
+		"default/both":       {"pod default/both", "more than 5m0s past", "[envoy web] and a ready sandbox"},
+		"default/containers": {"more than 5m0s past", "running containers [web]"},
 		"default/sandbox":    {"still reports a ready sandbox"},
 	}
 	if len(fs) != len(wantMsgs) {

@@ -301,7 +301,7 @@ func TestPodStuckTerminating(t *testing.T) {
 	if f.Reason != health.ReasonPodStuckTerminating || f.Subject != "default/stuck" || !f.Observed.Equal(clk.Now()) {
 		t.Errorf("finding %+v", f)
 	}
-	for _, want := range []string{"pod default/stuck", "6m30s past its deletion deadline", "[app envoy]"} {
+	for _, want := range []string{"pod default/stuck", "more than 5m0s past its deletion deadline", "[app envoy]"} {
 		if !strings.Contains(f.Message, want) {
 			t.Errorf("message %q lacks %q", f.Message, want)
 		}
