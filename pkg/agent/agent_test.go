@@ -164,6 +164,17 @@ func TestKmsgFatalLineFlipsKernelReady(t *testing.T) {
 	if n := r.waitNode("", func(*corev1.Node) bool { return true }); condition(n, health.KernelReady).Status != corev1.ConditionTrue {
 		t.Fatalf("a Warning or a pod's own pids limit changed KernelReady: %+v", condition(n, health.KernelReady))
 	}
+	// The same warning again is aggregated into the same Event (count), not a new one.
+	root.AppendKmsg(kmsgRec(3, "watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [java:4242]"))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ev := r.waitEvent(health.ReasonSoftLockup)
+		if ev.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("repeated SoftLockup not aggregated: %+v", ev)
+		}
+	}
 
 	root.AppendKmsg(kmsgRec(4, "cgroup: fork rejected by pids controller in /system.slice/containerd.service"))
 	n := r.waitNode("KernelReady False", is(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
