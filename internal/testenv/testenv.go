@@ -108,3 +108,17 @@ func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
+
+// Main is a TestMain body for packages that share one control plane: it
+// starts it, hands it to setup, runs the tests, stops it and exits.
+func Main(m interface{ Run() int }, opts Options, setup func(*Env)) {
+	env, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	setup(env)
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}

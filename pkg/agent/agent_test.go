@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,15 +25,7 @@ import (
 var client kubernetes.Interface
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	client = env.Client
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) { client = env.Client })
 }
 
 // syncedClock is a Timex reader for a host whose clock is synchronized.

@@ -3,7 +3,6 @@ package exporter
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,15 +23,7 @@ import (
 var client kubernetes.Interface
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	client = env.Client
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) { client = env.Client })
 }
 
 type harness struct {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -61,4 +62,24 @@ type Env struct {
 	// Threshold returns the effective threshold of a reason: the config
 	// override, else the registry default.
 	Threshold func(reason string) float64
+}
+
+// WithDefaults fills in what the caller left empty: host root "/", the real
+// clock, and the registry's default thresholds.
+func (e Env) WithDefaults() Env {
+	if e.HostRoot == "" {
+		e.HostRoot = "/"
+	}
+	if e.Clock == nil {
+		e.Clock = clock.RealClock{}
+	}
+	if e.Threshold == nil {
+		e.Threshold = func(reason string) float64 {
+			if r, ok := health.LookupReason(reason); ok && r.Threshold != nil {
+				return r.Threshold.Default
+			}
+			return 0
+		}
+	}
+	return e
 }

@@ -8,7 +8,6 @@ package kernel
 import (
 	"time"
 
-	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/agent/monitor"
@@ -49,12 +48,7 @@ var _ monitor.Monitor = (*Monitor)(nil)
 
 // New builds the kernel monitor. env.HostRoot "" means "/".
 func New(env monitor.Env, opts Options) *Monitor {
-	if env.HostRoot == "" {
-		env.HostRoot = "/"
-	}
-	if env.Clock == nil {
-		env.Clock = clock.RealClock{}
-	}
+	env = env.WithDefaults()
 	if opts.LimitsPeriod <= 0 {
 		opts.LimitsPeriod = DefaultLimitsPeriod
 	}
@@ -141,12 +135,4 @@ func (m *Monitor) Checks() []monitor.Check {
 
 // threshold is the effective threshold of reason: the agent's (config
 // override or registry default), else the registry default.
-func (m *Monitor) threshold(reason string) float64 {
-	if m.env.Threshold != nil {
-		return m.env.Threshold(reason)
-	}
-	if r, ok := health.LookupReason(reason); ok && r.Threshold != nil {
-		return r.Threshold.Default
-	}
-	return 0
-}
+func (m *Monitor) threshold(reason string) float64 { return m.env.Threshold(reason) }

@@ -209,15 +209,7 @@ func (m *Monitor) checkStuckPods(ctx context.Context) ([]monitor.Finding, error)
 
 // threshold is the effective threshold of reason: Env.Threshold, else the
 // registry default.
-func (m *Monitor) threshold(reason string) float64 {
-	if m.env.Threshold != nil {
-		return m.env.Threshold(reason)
-	}
-	if r, ok := health.LookupReason(reason); ok && r.Threshold != nil {
-		return r.Threshold.Default
-	}
-	return 0
-}
+func (m *Monitor) threshold(reason string) float64 { return m.env.Threshold(reason) }
 
 // countThreshold turns a count threshold into an int of at least 1.
 func countThreshold(v float64) int {
