@@ -8,7 +8,6 @@ package kernel
 import (
 	"time"
 
-
 	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
