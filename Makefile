@@ -19,9 +19,12 @@ test: kube-binaries deps
 bench: kube-binaries deps
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
+## build: nodemend-agent with cgo (go-nvml dlopens libnvidia-ml.so.1 at run time; the same binary
+## runs on nodes without the NVIDIA driver), every other command static without cgo. See docs/accelerators.md.
 build:
 	mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" $(GO) build -trimpath -o $(BIN)/ ./cmd/nodemend-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $$($(GO) list ./cmd/... | grep -v '/cmd/nodemend-agent$$')
 
 kube-binaries:
 	hack/kube-binaries.sh >/dev/null

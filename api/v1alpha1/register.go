@@ -7,7 +7,10 @@ import (
 
 // knownTypes lists every kind of this group version; add new kinds here.
 func knownTypes() []runtime.Object {
-	return []runtime.Object{}
+	return []runtime.Object{
+		&NodeDiagnostic{}, &NodeDiagnosticList{},
+		&NodeRepairPolicy{}, &NodeRepairPolicyList{},
+	}
 }
 
 func metav1AddToGroupVersion(s *runtime.Scheme) { metav1.AddToGroupVersion(s, GroupVersion) }

@@ -32,6 +32,8 @@ import (
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -54,6 +56,13 @@ type Options struct {
 	Timex kernel.TimexReader
 	// Metrics defaults to a fresh set.
 	Metrics *metrics.Agent
+	// NVML opens the NVIDIA management library for the nvidia monitor; nil
+	// means the real library (pkg/monitors/nvidia/nvmllib). Tests inject a fake.
+	NVML nvidia.Opener
+	// AppliesPoll is how often monitors of hardware a node may lack (GPUs)
+	// re-check whether they apply (default 1m): a driver installed after the
+	// agent starts is picked up.
+	AppliesPoll time.Duration
 }
 
 // Agent is a running nodemend-agent.
@@ -70,6 +79,9 @@ type Agent struct {
 	pipeline *pipeline
 	// interpretMu serializes Interpret: monitors keep windows and counters.
 	interpretMu sync.Mutex
+	// applyMu serializes pipeline rebuilds (config reloads and
+	// applicability changes).
+	applyMu sync.Mutex
 
 	errOnce reportOnce
 }
@@ -90,6 +102,12 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewAgent()
+	}
+	if opts.NVML == nil {
+		opts.NVML = nvmllib.Open
+	}
+	if opts.AppliesPoll <= 0 {
+		opts.AppliesPoll = time.Minute
 	}
 	a := &Agent{opts: opts, metrics: opts.Metrics}
 	a.errOnce.log, a.errOnce.metrics = opts.Log, opts.Metrics
@@ -157,15 +175,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	log.Info("agent started", "node", a.opts.NodeName, "hostRoot", a.opts.HostRoot)
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); _ = a.exporter.Run(ctx) }()
 	go func() { defer wg.Done(); _ = a.sched.Run(ctx) }()
+	go func() { defer wg.Done(); a.watchApplicability(ctx) }()
 	<-ctx.Done()
+	a.applyMu.Lock()
 	a.mu.Lock()
 	if a.pipeline != nil {
 		a.pipeline.stop()
+		a.pipeline.release()
 	}
 	a.mu.Unlock()
+	a.applyMu.Unlock()
 	wg.Wait()
 	return nil
 }
@@ -182,6 +204,8 @@ func (a *Agent) configPath() string {
 // applyConfig builds a new pipeline from c and swaps it in. On error the
 // current pipeline stays.
 func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error) error {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
 	if a.opts.ConfigPath == "" {
 		c, loadErr = config.Default(), nil
 	}
@@ -197,7 +221,7 @@ func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error)
 		}
 		return loadErr
 	}
-	p, err := a.buildPipeline(c)
+	p, err := a.buildPipeline(ctx, c)
 	if err != nil {
 		a.metrics.ConfigReload(false)
 		return err
@@ -232,6 +256,10 @@ func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error)
 		}
 		p.sources = a.startSources(ctx, c)
 	}
+	if old != nil {
+		old.release()
+	}
+	p.streams = a.startStreams(ctx, p)
 	a.metrics.ConfigReload(true)
 	a.opts.Log.Info("agent config applied", "monitors", len(p.monitors))
 	return nil
@@ -239,12 +267,17 @@ func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error)
 
 // pipeline is everything derived from one config.
 type pipeline struct {
-	cfg      config.Config
-	monitors []monitor.Monitor
-	matcher  *rules.Matcher
+	cfg config.Config
+	// candidates are the enabled monitors; monitors those of them that apply
+	// to this node (see monitor.Applier).
+	candidates []monitor.Monitor
+	monitors   []monitor.Monitor
+	matcher    *rules.Matcher
 	// byReason finds the monitor that interprets a rule's matches.
 	byReason map[string]monitor.Monitor
 	sources  *runningSources
+	// streams run the push sources (monitor.Streamer) of the monitors.
+	streams *runningSources
 }
 
 func (p *pipeline) stop() {
@@ -253,10 +286,11 @@ func (p *pipeline) stop() {
 	}
 }
 
-func (a *Agent) buildPipeline(c config.Config) (*pipeline, error) {
+func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, error) {
 	env := monitor.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
 	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
-	p.monitors = buildMonitors(c, env, a.opts, a.pods)
+	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels())
+	p.monitors = applicable(ctx, p.candidates)
 	var all []rules.Rule
 	for _, m := range p.monitors {
 		for _, r := range m.Rules() {
@@ -296,11 +330,16 @@ func (a *Agent) handleLine(line logline.Line) {
 			if f.Observed.IsZero() {
 				f.Observed = line.Time
 			}
-			if r, on := p.cfg.Effective(f.Reason); on {
-				a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
-			}
+			a.report(p, f)
 		}
 	})
+}
+
+// report publishes a log- or stream-derived finding under p's config.
+func (a *Agent) report(p *pipeline, f monitor.Finding) {
+	if r, on := p.cfg.Effective(f.Reason); on {
+		a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
+	}
 }
 
 // checkJob wraps a check for the scheduler: a bounded run, errors reported

@@ -44,15 +44,193 @@ const (
 	ReasonLivenessProbeFailures = "LivenessProbeFailures"
 	// ReasonReadinessProbeFailures: Readiness probes on this node fail at a high rate (one Event per window, not one per failure).
 	ReasonReadinessProbeFailures = "ReadinessProbeFailures"
+	// ReasonInterfaceNotUp: A network interface that should be up is administratively down: the loopback interface, or an interface that was seen up before or still carries an address.
+	ReasonInterfaceNotUp = "InterfaceNotUp"
+	// ReasonInterfaceNotRunning: A network interface is up but not running: no carrier or its operational state is not up.
+	ReasonInterfaceNotRunning = "InterfaceNotRunning"
+	// ReasonMissingLoopbackInterface: The network namespace has no loopback interface; everything that talks to localhost fails.
+	ReasonMissingLoopbackInterface = "MissingLoopbackInterface"
+	// ReasonIPAMDNotRunning: The Amazon VPC CNI is installed on this node but its IPAM daemon (aws-k8s-agent) is not running, so new pods get no IP address.
+	ReasonIPAMDNotRunning = "IPAMDNotRunning"
+	// ReasonIPAMDNotReady: The Amazon VPC CNI's IPAM daemon cannot reach the API server.
+	ReasonIPAMDNotReady = "IPAMDNotReady"
+	// ReasonCNIAgentNotRunning: The node's CNI agent (cilium-agent, calico-node, flanneld) is installed but not running, so pod networking on this node is not programmed.
+	ReasonCNIAgentNotRunning = "CNIAgentNotRunning"
+	// ReasonCNIAgentNotReady: The node's CNI agent runs but reports itself not ready (for Cilium: it cannot reach the API server).
+	ReasonCNIAgentNotReady = "CNIAgentNotReady"
+	// ReasonBandwidthInExceeded: Packets were queued or dropped because the inbound aggregate bandwidth exceeded the instance's allowance.
+	ReasonBandwidthInExceeded = "BandwidthInExceeded"
+	// ReasonBandwidthOutExceeded: Packets were queued or dropped because the outbound aggregate bandwidth exceeded the instance's allowance.
+	ReasonBandwidthOutExceeded = "BandwidthOutExceeded"
+	// ReasonPPSExceeded: Packets were queued or dropped because the bidirectional packets per second exceeded the instance's allowance.
+	ReasonPPSExceeded = "PPSExceeded"
+	// ReasonConntrackExceeded: Packets were dropped because connection tracking exceeded the instance's allowance.
+	ReasonConntrackExceeded = "ConntrackExceeded"
+	// ReasonLinkLocalExceeded: Packets to link-local services (instance metadata, Amazon DNS, Time Sync) were dropped because their rate exceeded the interface's allowance.
+	ReasonLinkLocalExceeded = "LinkLocalExceeded"
+	// ReasonApproachingConntrackMax: The kernel's connection tracking table is nearly full; once full, new connections are dropped.
+	ReasonApproachingConntrackMax = "ApproachingConntrackMax"
+	// ReasonMissingDefaultRoutes: The node has a global address but no default route in its main routing table.
+	ReasonMissingDefaultRoutes = "MissingDefaultRoutes"
+	// ReasonNetworkSysctl: A network sysctl that pod networking needs is misconfigured: IPv4 forwarding is off on a node with a CNI configured.
+	ReasonNetworkSysctl = "NetworkSysctl"
+	// ReasonKubeProxyNotReady: kube-proxy is not syncing Service rules (or stopped answering after it was seen).
+	ReasonKubeProxyNotReady = "KubeProxyNotReady"
+	// ReasonDNSResolverUnreachable: None of the node's DNS resolvers answers a query.
+	ReasonDNSResolverUnreachable = "DNSResolverUnreachable"
+	// ReasonNICTransmitTimeout: A network interface's transmit queue timed out (the kernel's netdev watchdog fired); the driver usually resets the device.
+	ReasonNICTransmitTimeout = "NICTransmitTimeout"
+	// ReasonNICDriverReset: A network driver reset its device (ENA keep-alive or TX completion timeouts, Intel tx_timeout recovery).
+	ReasonNICDriverReset = "NICDriverReset"
+	// ReasonFilesystemReadOnly: A filesystem the node depends on (kubelet and container runtime directories by default) is mounted read-only, typically after the kernel remounted it on an error.
+	ReasonFilesystemReadOnly = "FilesystemReadOnly"
+	// ReasonFilesystemNotWritable: The agent cannot write and fsync a tiny file in its own probe directory, or the write hangs.
+	ReasonFilesystemNotWritable = "FilesystemNotWritable"
+	// ReasonFilesystemShutdown: XFS shut down a filesystem the node depends on after an I/O or metadata error; every access now fails.
+	ReasonFilesystemShutdown = "FilesystemShutdown"
+	// ReasonFilesystemError: A filesystem reported an error or corruption.
+	ReasonFilesystemError = "FilesystemError"
+	// ReasonBlockDeviceIOError: A block device failed an I/O request.
+	ReasonBlockDeviceIOError = "BlockDeviceIOError"
+	// ReasonIODelays: Tasks on the node spend a large share of time stalled on I/O.
+	ReasonIODelays = "IODelays"
+	// ReasonEBSVolumeIOPSExceeded: IOPS demand exceeded an EBS volume's provisioned IOPS.
+	ReasonEBSVolumeIOPSExceeded = "EBSVolumeIOPSExceeded"
+	// ReasonEBSVolumeThroughputExceeded: Throughput demand exceeded an EBS volume's provisioned throughput.
+	ReasonEBSVolumeThroughputExceeded = "EBSVolumeThroughputExceeded"
+	// ReasonEBSInstanceIOPSExceeded: EBS IOPS demand exceeded the instance's maximum EBS IOPS.
+	ReasonEBSInstanceIOPSExceeded = "EBSInstanceIOPSExceeded"
+	// ReasonEBSInstanceThroughputExceeded: EBS throughput demand exceeded the instance's maximum EBS throughput.
+	ReasonEBSInstanceThroughputExceeded = "EBSInstanceThroughputExceeded"
+	// ReasonKubeletDiskUsageSlow: The kubelet's disk usage scan of pod volumes is slow, a sign of slow or overloaded storage.
+	ReasonKubeletDiskUsageSlow = "KubeletDiskUsageSlow"
+	// ReasonFilesystemNearFull: A filesystem the node depends on is nearly full (space or inodes), before the kubelet's own eviction thresholds act.
+	ReasonFilesystemNearFull = "FilesystemNearFull"
+	// ReasonNvidiaXID13Warning: XID 13, Graphics engine exception. An application fault in a GPU engine (illegal instruction, out-of-range address, ...). The NVIDIA catalog resolves it with RESTART_APP: the workload is at fault, not the node.
+	ReasonNvidiaXID13Warning = "NvidiaXID13Warning"
+	// ReasonNvidiaXID31Warning: XID 31, GPU memory page fault. An MMU fault: a kernel accessed an address it does not own. NVIDIA's catalog resolves it with RESTART_APP; it is almost always an application bug.
+	ReasonNvidiaXID31Warning = "NvidiaXID31Warning"
+	// ReasonNvidiaXID32Warning: XID 32, Invalid or corrupted push buffer stream. The GPU received a corrupted command stream; RESTART_APP in the catalog. Repeats with other XIDs point at PCIe or memory problems, which have their own reasons.
+	ReasonNvidiaXID32Warning = "NvidiaXID32Warning"
+	// ReasonNvidiaXID43Warning: XID 43, GPU stopped processing (channel reset). The driver reset a channel whose work faulted (often after XID 13/31). RESTART_APP: the GPU is usable by other workloads.
+	ReasonNvidiaXID43Warning = "NvidiaXID43Warning"
+	// ReasonNvidiaXID45Warning: XID 45, Preemptive cleanup. The driver tore down a channel because of an earlier error or because the application was killed. Informational; the earlier XID carries the severity.
+	ReasonNvidiaXID45Warning = "NvidiaXID45Warning"
+	// ReasonNvidiaXID46Error: XID 46, GPU stopped processing. The GPU stopped processing work. The catalog resolves it with a GPU reset; the node cannot run GPU work until then.
+	ReasonNvidiaXID46Error = "NvidiaXID46Error"
+	// ReasonNvidiaXID48Error: XID 48, Double bit ECC error. An uncorrectable (double-bit) ECC error in GPU memory. Needs a GPU reset to retire the page or remap the row; also reported as NvidiaDoubleBitError through NVML.
+	ReasonNvidiaXID48Error = "NvidiaXID48Error"
+	// ReasonNvidiaXID54Error: XID 54, Auxiliary power is not connected. The GPU's auxiliary power is not connected or failed: a hardware fault that no workload causes.
+	ReasonNvidiaXID54Error = "NvidiaXID54Error"
+	// ReasonNvidiaXID61Warning: XID 61, Internal micro-controller breakpoint/warning. A GPU micro-controller (PMU) hit a breakpoint or warning. Often clears; XID 62 follows when it does not.
+	ReasonNvidiaXID61Warning = "NvidiaXID61Warning"
+	// ReasonNvidiaXID62Error: XID 62, Internal micro-controller halt. A GPU micro-controller halted. The catalog resolves it with a GPU reset or node reboot.
+	ReasonNvidiaXID62Error = "NvidiaXID62Error"
+	// ReasonNvidiaXID63Warning: XID 63, ECC page retirement or row remapping recorded. A page was retired or a row marked for remapping after a memory error; it takes effect at the next GPU reset. The GPU keeps working: schedule a reset, do not replace the node.
+	ReasonNvidiaXID63Warning = "NvidiaXID63Warning"
+	// ReasonNvidiaXID64Error: XID 64, ECC page retirement or row remapping failure. The GPU could not record a page retirement or row remapping: memory errors can no longer be contained. The node needs a reboot and the GPU likely replacement.
+	ReasonNvidiaXID64Error = "NvidiaXID64Error"
+	// ReasonNvidiaXID68Warning: XID 68, Video decoder (NVDEC) exception. An NVDEC engine fault, usually caused by the decoding workload.
+	ReasonNvidiaXID68Warning = "NvidiaXID68Warning"
+	// ReasonNvidiaXID69Warning: XID 69, Graphics engine class error. An engine class error, usually caused by the workload (RESTART_APP).
+	ReasonNvidiaXID69Warning = "NvidiaXID69Warning"
+	// ReasonNvidiaXID74Error: XID 74, NVLink error. A fatal NVLink error (link down, uncorrectable link error). The catalog resolves it with a GPU reset and a check of the links; multi-GPU work fails until then.
+	ReasonNvidiaXID74Error = "NvidiaXID74Error"
+	// ReasonNvidiaXID79Error: XID 79, GPU has fallen off the bus. The GPU stopped answering on PCIe. Only a reboot (often a power cycle) brings it back.
+	ReasonNvidiaXID79Error = "NvidiaXID79Error"
+	// ReasonNvidiaXID92Warning: XID 92, High single-bit ECC error rate. Correctable ECC errors occur at a high rate. The data is correct; it announces memory that may fail.
+	ReasonNvidiaXID92Warning = "NvidiaXID92Warning"
+	// ReasonNvidiaXID94Warning: XID 94, Contained ECC error. An uncorrectable ECC error was contained to the application that touched the memory (A100 and later): only that application must restart; the row is remapped at the next GPU reset.
+	ReasonNvidiaXID94Warning = "NvidiaXID94Warning"
+	// ReasonNvidiaXID95Error: XID 95, Uncontained ECC error. An uncorrectable ECC error could not be contained: every application on the GPU is affected and the GPU must be reset.
+	ReasonNvidiaXID95Error = "NvidiaXID95Error"
+	// ReasonNvidiaXID109Error: XID 109, Context switch timeout. A context switch timed out. The catalog's resolution for repeated occurrences is a GPU reset; nodemend treats it as a node fault.
+	ReasonNvidiaXID109Error = "NvidiaXID109Error"
+	// ReasonNvidiaXID110Error: XID 110, Security fault. The GPU reported a security fault. The catalog resolves it with a GPU reset.
+	ReasonNvidiaXID110Error = "NvidiaXID110Error"
+	// ReasonNvidiaXID119Error: XID 119, GSP RPC timeout. The driver timed out waiting for the GPU System Processor (GSP). The GPU is unusable until it is reset.
+	ReasonNvidiaXID119Error = "NvidiaXID119Error"
+	// ReasonNvidiaXID120Error: XID 120, GSP error. The GPU System Processor reported an error. The GPU is unusable until it is reset.
+	ReasonNvidiaXID120Error = "NvidiaXID120Error"
+	// ReasonNvidiaXID121Warning: XID 121, C2C link corrected error. A corrected error on the chip-to-chip (Grace- Hopper/Blackwell C2C) link; the data is correct.
+	ReasonNvidiaXID121Warning = "NvidiaXID121Warning"
+	// ReasonNvidiaXID136Error: XID 136, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.
+	ReasonNvidiaXID136Error = "NvidiaXID136Error"
+	// ReasonNvidiaXID137Warning: XID 137, NVLink FLA privilege error. A fabric linear address access was refused: an application accessed memory it was not granted.
+	ReasonNvidiaXID137Warning = "NvidiaXID137Warning"
+	// ReasonNvidiaXID140Error: XID 140, Unrecovered ECC error. An ECC error the GPU could not recover. The catalog resolves it with a GPU reset.
+	ReasonNvidiaXID140Error = "NvidiaXID140Error"
+	// ReasonNvidiaXID143Error: XID 143, GPU initialization failure. The GPU failed to initialize. It is unusable until reset, and replaced if that fails.
+	ReasonNvidiaXID143Error = "NvidiaXID143Error"
+	// ReasonNvidiaXID154Warning: XID 154, GPU recovery action changed. The driver announces the recovery action a GPU now needs (none, GPU reset, node reboot, drain). The XID that caused it carries the severity.
+	ReasonNvidiaXID154Warning = "NvidiaXID154Warning"
+	// ReasonNvidiaXID155Error: XID 155, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.
+	ReasonNvidiaXID155Error = "NvidiaXID155Error"
+	// ReasonNvidiaXID156Error: XID 156, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.
+	ReasonNvidiaXID156Error = "NvidiaXID156Error"
+	// ReasonNvidiaXID158Error: XID 158, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.
+	ReasonNvidiaXID158Error = "NvidiaXID158Error"
+	// ReasonNvidiaXIDWarning: An XID that nodemend's table does not classify (new driver, or a code the catalog lists as unused). Reported so that it is seen, never a reason to replace a node; the message carries the XID number.
+	ReasonNvidiaXIDWarning = "NvidiaXIDWarning"
+	// ReasonNvidiaDeviceCountMismatch: The node has fewer NVIDIA GPUs than it should: the driver (NVML) sees fewer than the expected count (config, node label, or the instance-type table), or fewer than there are /dev/nvidiaN device nodes.
+	ReasonNvidiaDeviceCountMismatch = "NvidiaDeviceCountMismatch"
+	// ReasonNvidiaDoubleBitError: A GPU reports uncorrectable (double-bit) ECC errors since the driver loaded. The memory cannot be trusted until the GPU is reset (page retired or row remapped).
+	ReasonNvidiaDoubleBitError = "NvidiaDoubleBitError"
+	// ReasonNvidiaNVLinkError: An NVLink of a GPU is down: a link seen up earlier went down, or on an NVSwitch system a link is not up. Multi-GPU communication fails or falls back to PCIe.
+	ReasonNvidiaNVLinkError = "NvidiaNVLinkError"
+	// ReasonFabricManagerNotRunning: The NVIDIA Fabric Manager service is not running on a node with NVSwitches. Without it the GPUs cannot use NVLink through the switches and CUDA initialization fails or degrades.
+	ReasonFabricManagerNotRunning = "FabricManagerNotRunning"
+	// ReasonNvidiaFabricError: A GPU's NVLink fabric registration failed or its fabric health is bad (unhealthy route, incorrect configuration, global fabric manager disconnected, health summary Unhealthy). The GPU cannot take part in multi-node NVLink work.
+	ReasonNvidiaFabricError = "NvidiaFabricError"
+	// ReasonNvidiaFabricDegraded: A GPU's NVLink fabric works with reduced capacity: degraded bandwidth, route or access-timeout recovery in progress, or health summary Limited Capacity. Usually transient.
+	ReasonNvidiaFabricDegraded = "NvidiaFabricDegraded"
+	// ReasonNvidiaPageRetirement: A GPU has memory pages pending retirement or rows pending remapping after memory errors. The GPU works; the repair takes effect at the next GPU reset, which should be scheduled.
+	ReasonNvidiaPageRetirement = "NvidiaPageRetirement"
+	// ReasonNvidiaRowRemapFailure: A GPU failed to remap a memory row (no spare rows left). New memory errors can no longer be repaired in place; plan to replace the GPU. The XID 64 logged at the failure is Fatal.
+	ReasonNvidiaRowRemapFailure = "NvidiaRowRemapFailure"
+	// ReasonNvidiaThermalError: A GPU's clocks are reduced for temperature: hardware or software thermal slowdown is active.
+	ReasonNvidiaThermalError = "NvidiaThermalError"
+	// ReasonNvidiaPowerError: A GPU's clocks are cut by half or more for power: external power brake, or hardware slowdown without a thermal cause. Running at the software power cap is normal under load and not reported.
+	ReasonNvidiaPowerError = "NvidiaPowerError"
+	// ReasonNvidiaPCIeError: A GPU's PCIe link retransmits packets at a high rate (link degradation, riser or slot problems).
+	ReasonNvidiaPCIeError = "NvidiaPCIeError"
+	// ReasonNvidiaNCCLError: A process crashed inside the NVIDIA Collective Communications Library (libnccl). Usually a workload or library problem; repeated crashes on one node point at its GPUs or network.
+	ReasonNvidiaNCCLError = "NvidiaNCCLError"
+	// ReasonNeuronDMAError: A Neuron DMA engine encountered an unrecoverable error.
+	ReasonNeuronDMAError = "NeuronDMAError"
+	// ReasonNeuronHBMUncorrectableError: A Neuron device's HBM encountered an uncorrectable error and produced incorrect results.
+	ReasonNeuronHBMUncorrectableError = "NeuronHBMUncorrectableError"
+	// ReasonNeuronNCUncorrectableError: A NeuronCore uncorrectable memory error was detected.
+	ReasonNeuronNCUncorrectableError = "NeuronNCUncorrectableError"
+	// ReasonNeuronSRAMUncorrectableError: A Neuron device's on-chip SRAM encountered a parity error and produced incorrect results.
+	ReasonNeuronSRAMUncorrectableError = "NeuronSRAMUncorrectableError"
+	// ReasonNeuronDeviceCountMismatch: The node has fewer Neuron devices than expected (config or the instance-type table).
+	ReasonNeuronDeviceCountMismatch = "NeuronDeviceCountMismatch"
+	// ReasonAMDGPUUncorrectableError: An AMD GPU counted uncorrectable RAS (ECC/parity) errors since the driver loaded, in any IP block (UMC memory, GFX, SDMA, XGMI, ...). The GPU's results cannot be trusted until it is reset and the bad pages retired.
+	ReasonAMDGPUUncorrectableError = "AMDGPUUncorrectableError"
+	// ReasonAMDGPUCorrectableErrors: An AMD GPU's correctable RAS error count grows quickly: the data is still correct, but the memory or link is degrading.
+	ReasonAMDGPUCorrectableErrors = "AMDGPUCorrectableErrors"
+	// ReasonAMDGPUHardwareError: The amdgpu driver reported uncorrectable hardware errors (RAS) or a fatal error interrupt.
+	ReasonAMDGPUHardwareError = "AMDGPUHardwareError"
+	// ReasonAMDGPUResetFailed: The amdgpu driver failed to reset a hung GPU; the GPU is unusable until the node reboots.
+	ReasonAMDGPUResetFailed = "AMDGPUResetFailed"
+	// ReasonAMDGPUReset: The amdgpu driver reset a GPU after a hang or error. Jobs on it were lost, but the GPU is usable again.
+	ReasonAMDGPUReset = "AMDGPUReset"
+	// ReasonAMDGPURingTimeout: A GPU job did not finish within the scheduler timeout (a hang). Workloads can cause it; a reset follows.
+	ReasonAMDGPURingTimeout = "AMDGPURingTimeout"
+	// ReasonAMDGPUDeviceCountMismatch: The node has fewer AMD GPUs bound to the amdgpu driver than expected (config or the instance-type table).
+	ReasonAMDGPUDeviceCountMismatch = "AMDGPUDeviceCountMismatch"
 )
 
 // Healthy reasons, written while a condition is True.
 const (
-	HealthyKernelIsReady           = "KernelIsReady"
-	HealthyContainerRuntimeIsReady = "ContainerRuntimeIsReady"
-	HealthyNetworkingIsReady       = "NetworkingIsReady"
-	HealthyDiskIsReady             = "DiskIsReady"
-	HealthyNvidiaGPUIsReady        = "NvidiaGPUIsReady"
+	HealthyKernelIsReady            = "KernelIsReady"
+	HealthyContainerRuntimeIsReady  = "ContainerRuntimeIsReady"
+	HealthyNetworkingIsReady        = "NetworkingIsReady"
+	HealthyDiskIsReady              = "DiskIsReady"
+	HealthyNvidiaGPUIsReady         = "NvidiaGPUIsReady"
+	HealthyNeuronAcceleratorIsReady = "NeuronAcceleratorIsReady"
+	HealthyAMDGPUIsReady            = "AMDGPUIsReady"
 )
 
 var _ = time.Duration(0)
@@ -64,6 +242,8 @@ func monitors() []Monitor {
 		{Name: "networking", Condition: "NetworkingReady", HealthyReason: "NetworkingIsReady"},
 		{Name: "storage", Condition: "StorageReady", HealthyReason: "DiskIsReady"},
 		{Name: "nvidia", Condition: "AcceleratedHardwareReady", HealthyReason: "NvidiaGPUIsReady"},
+		{Name: "neuron", Condition: "AcceleratedHardwareReady", HealthyReason: "NeuronAcceleratorIsReady"},
+		{Name: "amdgpu", Condition: "AcceleratedHardwareReady", HealthyReason: "AMDGPUIsReady"},
 	}
 }
 
@@ -172,6 +352,495 @@ func reasons() []Reason {
 			Threshold:   &Threshold{Default: 10, Unit: "failures per 5 minutes"},
 			Description: "Readiness probes on this node fail at a high rate (one Event per window, not one per failure).",
 			Detects:     "kubelet journal \"Probe failed\" with probeType=\"Readiness\"",
+		},
+		{
+			Name: "InterfaceNotUp", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 2, Unit: "consecutive checks"},
+			Description: "A network interface that should be up is administratively down: the loopback interface, or an interface that was seen up before or still carries an address.",
+			Detects:     "netlink link list (IFF_UP) in the node's network namespace; interfaces matching the monitor's exclusion pattern (veth*, cali*, lxc*, docker*, ...) are not watched",
+		},
+		{
+			Name: "InterfaceNotRunning", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 2, Unit: "consecutive checks"},
+			Description: "A network interface is up but not running: no carrier or its operational state is not up.",
+			Detects:     "netlink link list (IFF_UP set, IFF_RUNNING clear) in the node's network namespace",
+		},
+		{
+			Name: "MissingLoopbackInterface", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 2, Unit: "consecutive checks"},
+			Description: "The network namespace has no loopback interface; everything that talks to localhost fails.",
+			Detects:     "netlink link list without an IFF_LOOPBACK link",
+		},
+		{
+			Name: "IPAMDNotRunning", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 120, Unit: "seconds"},
+			Description: "The Amazon VPC CNI is installed on this node but its IPAM daemon (aws-k8s-agent) is not running, so new pods get no IP address.",
+			Detects:     "/etc/cni/net.d/10-aws.conflist present and no aws-k8s-agent process under /proc for longer than the threshold",
+		},
+		{
+			Name: "IPAMDNotReady", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 300, Unit: "seconds"},
+			Description: "The Amazon VPC CNI's IPAM daemon cannot reach the API server.",
+			Detects:     "/var/log/aws-routed-eni/ipamd.log reporting \"Unable to reach API Server\" or \"Failed to check API server connectivity\" with no later successful connection for longer than the threshold",
+		},
+		{
+			Name: "CNIAgentNotRunning", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 120, Unit: "seconds"},
+			Description: "The node's CNI agent (cilium-agent, calico-node, flanneld) is installed but not running, so pod networking on this node is not programmed.",
+			Detects:     "the CNI's config in /etc/cni/net.d present and no agent process under /proc for longer than the threshold; a CNI that is not installed is not a fault",
+		},
+		{
+			Name: "CNIAgentNotReady", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 300, Unit: "seconds"},
+			Description: "The node's CNI agent runs but reports itself not ready (for Cilium: it cannot reach the API server).",
+			Detects:     "cilium-agent's /v1/healthz on its unix socket (kubernetes state not Ok) or calico-node's felix readiness endpoint failing for longer than the threshold",
+		},
+		{
+			Name: "BandwidthInExceeded", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "packets between two checks"},
+			Description: "Packets were queued or dropped because the inbound aggregate bandwidth exceeded the instance's allowance.",
+			Detects:     "ENA ethtool statistic bw_in_allowance_exceeded increasing between two checks (ETHTOOL_GSTATS ioctl)",
+		},
+		{
+			Name: "BandwidthOutExceeded", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "packets between two checks"},
+			Description: "Packets were queued or dropped because the outbound aggregate bandwidth exceeded the instance's allowance.",
+			Detects:     "ENA ethtool statistic bw_out_allowance_exceeded increasing between two checks",
+		},
+		{
+			Name: "PPSExceeded", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "packets between two checks"},
+			Description: "Packets were queued or dropped because the bidirectional packets per second exceeded the instance's allowance.",
+			Detects:     "ENA ethtool statistic pps_allowance_exceeded increasing between two checks",
+		},
+		{
+			Name: "ConntrackExceeded", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "packets between two checks"},
+			Description: "Packets were dropped because connection tracking exceeded the instance's allowance.",
+			Detects:     "ENA ethtool statistic conntrack_allowance_exceeded increasing between two checks",
+		},
+		{
+			Name: "LinkLocalExceeded", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "packets between two checks"},
+			Description: "Packets to link-local services (instance metadata, Amazon DNS, Time Sync) were dropped because their rate exceeded the interface's allowance.",
+			Detects:     "ENA ethtool statistic linklocal_allowance_exceeded increasing between two checks",
+		},
+		{
+			Name: "ApproachingConntrackMax", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 90, Unit: "percent"},
+			Description: "The kernel's connection tracking table is nearly full; once full, new connections are dropped.",
+			Detects:     "/proc/sys/net/netfilter/nf_conntrack_count vs nf_conntrack_max (no finding while nf_conntrack is not loaded)",
+		},
+		{
+			Name: "MissingDefaultRoutes", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "The node has a global address but no default route in its main routing table.",
+			Detects:     "netlink route list (main table, IPv4 and IPv6) vs the global addresses of watched interfaces",
+		},
+		{
+			Name: "NetworkSysctl", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "A network sysctl that pod networking needs is misconfigured: IPv4 forwarding is off on a node with a CNI configured.",
+			Detects:     "/proc/sys/net/ipv4/ip_forward is not 1 while /etc/cni/net.d holds a CNI configuration",
+		},
+		{
+			Name: "KubeProxyNotReady", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 3, Unit: "consecutive checks"},
+			Description: "kube-proxy is not syncing Service rules (or stopped answering after it was seen).",
+			Detects:     "kube-proxy's health endpoint (/livez, else /healthz, on 127.0.0.1:10256 by default) failing; a node without kube-proxy is not a fault",
+		},
+		{
+			Name: "DNSResolverUnreachable", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 3, Unit: "consecutive checks"},
+			Description: "None of the node's DNS resolvers answers a query.",
+			Detects:     "a DNS query over UDP to each nameserver of /etc/resolv.conf (or the configured server) with a timeout; any answer, even an error code, counts as reachable",
+		},
+		{
+			Name: "NICTransmitTimeout", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Description: "A network interface's transmit queue timed out (the kernel's netdev watchdog fired); the driver usually resets the device.",
+			Detects:     "kernel \"NETDEV WATCHDOG: IFACE (DRIVER): transmit queue N timed out\"",
+		},
+		{
+			Name: "NICDriverReset", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Description: "A network driver reset its device (ENA keep-alive or TX completion timeouts, Intel tx_timeout recovery).",
+			Detects:     "kernel \"ena ...: Device reset completed successfully\", \"Keep alive watchdog timeout\", \"tx_timeout recovery level N\"",
+		},
+		{
+			Name: "FilesystemReadOnly", Condition: "StorageReady", Severity: "Fatal", Source: "check",
+			Description: "A filesystem the node depends on (kubelet and container runtime directories by default) is mounted read-only, typically after the kernel remounted it on an error.",
+			Detects:     "/proc/1/mountinfo: the mount holding each configured path has \"ro\" in its mount or superblock options",
+		},
+		{
+			Name: "FilesystemNotWritable", Condition: "StorageReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 2, Unit: "consecutive checks"},
+			Description: "The agent cannot write and fsync a tiny file in its own probe directory, or the write hangs.",
+			Detects:     "a periodic write + fsync + remove of a small file under /var/lib/nodemend/probe, bounded by a timeout; EROFS, EIO or a probe still blocked count, a full disk does not",
+		},
+		{
+			Name: "FilesystemShutdown", Condition: "StorageReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XFS shut down a filesystem the node depends on after an I/O or metadata error; every access now fails.",
+			Detects:     "kernel \"XFS (DEV): ... Shutting down filesystem\" / \"Filesystem has been shut down\" for a device that backs a configured path (other devices report FilesystemError)",
+		},
+		{
+			Name: "FilesystemError", Condition: "StorageReady", Severity: "Warning", Source: "log",
+			Description: "A filesystem reported an error or corruption.",
+			Detects:     "kernel \"EXT4-fs error (device DEV)\", \"EXT4-fs (DEV): Remounting filesystem read-only\", \"Aborting journal on device\", \"XFS (DEV): Metadata corruption detected\", \"XFS (DEV): Internal error\", and XFS shutdowns of devices no configured path depends on",
+		},
+		{
+			Name: "BlockDeviceIOError", Condition: "StorageReady", Severity: "Warning", Source: "log",
+			Description: "A block device failed an I/O request.",
+			Detects:     "kernel \"I/O error, dev DEV, sector N\" (with or without the blk_update_request/end_request prefix), \"critical medium error, dev DEV\", \"Buffer I/O error on dev DEV\"; floppy, CD-ROM and loop devices are ignored",
+		},
+		{
+			Name: "IODelays", Condition: "StorageReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 20, Unit: "percent"},
+			Description: "Tasks on the node spend a large share of time stalled on I/O.",
+			Detects:     "/proc/pressure/io \"full avg60\" at or above the threshold (no finding without PSI)",
+		},
+		{
+			Name: "EBSVolumeIOPSExceeded", Condition: "StorageReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "microseconds between two checks"},
+			Description: "IOPS demand exceeded an EBS volume's provisioned IOPS.",
+			Detects:     "the EBS NVMe statistics log page (0xD0, NVMe admin Get Log Page ioctl): volume_performance_exceeded_iops increasing between two checks",
+		},
+		{
+			Name: "EBSVolumeThroughputExceeded", Condition: "StorageReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "microseconds between two checks"},
+			Description: "Throughput demand exceeded an EBS volume's provisioned throughput.",
+			Detects:     "the EBS NVMe statistics log page: volume_performance_exceeded_tp increasing between two checks",
+		},
+		{
+			Name: "EBSInstanceIOPSExceeded", Condition: "StorageReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "microseconds between two checks"},
+			Description: "EBS IOPS demand exceeded the instance's maximum EBS IOPS.",
+			Detects:     "the EBS NVMe statistics log page: ec2_instance_ebs_performance_exceeded_iops increasing between two checks",
+		},
+		{
+			Name: "EBSInstanceThroughputExceeded", Condition: "StorageReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1, Unit: "microseconds between two checks"},
+			Description: "EBS throughput demand exceeded the instance's maximum EBS throughput.",
+			Detects:     "the EBS NVMe statistics log page: ec2_instance_ebs_performance_exceeded_tp increasing between two checks",
+		},
+		{
+			Name: "KubeletDiskUsageSlow", Condition: "StorageReady", Severity: "Warning", Source: "log",
+			Description: "The kubelet's disk usage scan of pod volumes is slow, a sign of slow or overloaded storage.",
+			Detects:     "kubelet journal \"fs: disk usage and inodes count on following dirs took ...\"",
+		},
+		{
+			Name: "FilesystemNearFull", Condition: "StorageReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 80, Unit: "percent"},
+			Description: "A filesystem the node depends on is nearly full (space or inodes), before the kubelet's own eviction thresholds act.",
+			Detects:     "statfs(2) on the mount of each configured path: used blocks or inodes at or above the threshold",
+		},
+		{
+			Name: "NvidiaXID13Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 13, Graphics engine exception. An application fault in a GPU engine (illegal instruction, out-of-range address, ...). The NVIDIA catalog resolves it with RESTART_APP: the workload is at fault, not the node.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 13, ...\" and the NVML XID critical-error event with data 13",
+		},
+		{
+			Name: "NvidiaXID31Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 31, GPU memory page fault. An MMU fault: a kernel accessed an address it does not own. NVIDIA's catalog resolves it with RESTART_APP; it is almost always an application bug.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 31, ...\" and the NVML XID critical-error event with data 31",
+		},
+		{
+			Name: "NvidiaXID32Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 32, Invalid or corrupted push buffer stream. The GPU received a corrupted command stream; RESTART_APP in the catalog. Repeats with other XIDs point at PCIe or memory problems, which have their own reasons.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 32, ...\" and the NVML XID critical-error event with data 32",
+		},
+		{
+			Name: "NvidiaXID43Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 43, GPU stopped processing (channel reset). The driver reset a channel whose work faulted (often after XID 13/31). RESTART_APP: the GPU is usable by other workloads.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 43, ...\" and the NVML XID critical-error event with data 43",
+		},
+		{
+			Name: "NvidiaXID45Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 45, Preemptive cleanup. The driver tore down a channel because of an earlier error or because the application was killed. Informational; the earlier XID carries the severity.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 45, ...\" and the NVML XID critical-error event with data 45",
+		},
+		{
+			Name: "NvidiaXID46Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 46, GPU stopped processing. The GPU stopped processing work. The catalog resolves it with a GPU reset; the node cannot run GPU work until then.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 46, ...\" and the NVML XID critical-error event with data 46",
+		},
+		{
+			Name: "NvidiaXID48Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 48, Double bit ECC error. An uncorrectable (double-bit) ECC error in GPU memory. Needs a GPU reset to retire the page or remap the row; also reported as NvidiaDoubleBitError through NVML.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 48, ...\" and the NVML XID critical-error event with data 48",
+		},
+		{
+			Name: "NvidiaXID54Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 54, Auxiliary power is not connected. The GPU's auxiliary power is not connected or failed: a hardware fault that no workload causes.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 54, ...\" and the NVML XID critical-error event with data 54",
+		},
+		{
+			Name: "NvidiaXID61Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 61, Internal micro-controller breakpoint/warning. A GPU micro-controller (PMU) hit a breakpoint or warning. Often clears; XID 62 follows when it does not.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 61, ...\" and the NVML XID critical-error event with data 61",
+		},
+		{
+			Name: "NvidiaXID62Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 62, Internal micro-controller halt. A GPU micro-controller halted. The catalog resolves it with a GPU reset or node reboot.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 62, ...\" and the NVML XID critical-error event with data 62",
+		},
+		{
+			Name: "NvidiaXID63Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 63, ECC page retirement or row remapping recorded. A page was retired or a row marked for remapping after a memory error; it takes effect at the next GPU reset. The GPU keeps working: schedule a reset, do not replace the node.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 63, ...\" and the NVML XID critical-error event with data 63",
+		},
+		{
+			Name: "NvidiaXID64Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 64, ECC page retirement or row remapping failure. The GPU could not record a page retirement or row remapping: memory errors can no longer be contained. The node needs a reboot and the GPU likely replacement.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 64, ...\" and the NVML XID critical-error event with data 64",
+		},
+		{
+			Name: "NvidiaXID68Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 68, Video decoder (NVDEC) exception. An NVDEC engine fault, usually caused by the decoding workload.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 68, ...\" and the NVML XID critical-error event with data 68",
+		},
+		{
+			Name: "NvidiaXID69Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 69, Graphics engine class error. An engine class error, usually caused by the workload (RESTART_APP).",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 69, ...\" and the NVML XID critical-error event with data 69",
+		},
+		{
+			Name: "NvidiaXID74Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 74, NVLink error. A fatal NVLink error (link down, uncorrectable link error). The catalog resolves it with a GPU reset and a check of the links; multi-GPU work fails until then.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 74, ...\" and the NVML XID critical-error event with data 74",
+		},
+		{
+			Name: "NvidiaXID79Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 79, GPU has fallen off the bus. The GPU stopped answering on PCIe. Only a reboot (often a power cycle) brings it back.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 79, ...\" and the NVML XID critical-error event with data 79",
+		},
+		{
+			Name: "NvidiaXID92Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 92, High single-bit ECC error rate. Correctable ECC errors occur at a high rate. The data is correct; it announces memory that may fail.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 92, ...\" and the NVML XID critical-error event with data 92",
+		},
+		{
+			Name: "NvidiaXID94Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 94, Contained ECC error. An uncorrectable ECC error was contained to the application that touched the memory (A100 and later): only that application must restart; the row is remapped at the next GPU reset.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 94, ...\" and the NVML XID critical-error event with data 94",
+		},
+		{
+			Name: "NvidiaXID95Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 95, Uncontained ECC error. An uncorrectable ECC error could not be contained: every application on the GPU is affected and the GPU must be reset.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 95, ...\" and the NVML XID critical-error event with data 95",
+		},
+		{
+			Name: "NvidiaXID109Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 109, Context switch timeout. A context switch timed out. The catalog's resolution for repeated occurrences is a GPU reset; nodemend treats it as a node fault.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 109, ...\" and the NVML XID critical-error event with data 109",
+		},
+		{
+			Name: "NvidiaXID110Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 110, Security fault. The GPU reported a security fault. The catalog resolves it with a GPU reset.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 110, ...\" and the NVML XID critical-error event with data 110",
+		},
+		{
+			Name: "NvidiaXID119Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 119, GSP RPC timeout. The driver timed out waiting for the GPU System Processor (GSP). The GPU is unusable until it is reset.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 119, ...\" and the NVML XID critical-error event with data 119",
+		},
+		{
+			Name: "NvidiaXID120Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 120, GSP error. The GPU System Processor reported an error. The GPU is unusable until it is reset.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 120, ...\" and the NVML XID critical-error event with data 120",
+		},
+		{
+			Name: "NvidiaXID121Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 121, C2C link corrected error. A corrected error on the chip-to-chip (Grace- Hopper/Blackwell C2C) link; the data is correct.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 121, ...\" and the NVML XID critical-error event with data 121",
+		},
+		{
+			Name: "NvidiaXID136Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 136, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 136, ...\" and the NVML XID critical-error event with data 136",
+		},
+		{
+			Name: "NvidiaXID137Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 137, NVLink FLA privilege error. A fabric linear address access was refused: an application accessed memory it was not granted.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 137, ...\" and the NVML XID critical-error event with data 137",
+		},
+		{
+			Name: "NvidiaXID140Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 140, Unrecovered ECC error. An ECC error the GPU could not recover. The catalog resolves it with a GPU reset.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 140, ...\" and the NVML XID critical-error event with data 140",
+		},
+		{
+			Name: "NvidiaXID143Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 143, GPU initialization failure. The GPU failed to initialize. It is unusable until reset, and replaced if that fails.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 143, ...\" and the NVML XID critical-error event with data 143",
+		},
+		{
+			Name: "NvidiaXID154Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "XID 154, GPU recovery action changed. The driver announces the recovery action a GPU now needs (none, GPU reset, node reboot, drain). The XID that caused it carries the severity.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 154, ...\" and the NVML XID critical-error event with data 154",
+		},
+		{
+			Name: "NvidiaXID155Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 155, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 155, ...\" and the NVML XID critical-error event with data 155",
+		},
+		{
+			Name: "NvidiaXID156Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 156, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 156, ...\" and the NVML XID critical-error event with data 156",
+		},
+		{
+			Name: "NvidiaXID158Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "XID 158, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
+			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 158, ...\" and the NVML XID critical-error event with data 158",
+		},
+		{
+			Name: "NvidiaXIDWarning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "An XID that nodemend's table does not classify (new driver, or a code the catalog lists as unused). Reported so that it is seen, never a reason to replace a node; the message carries the XID number.",
+			Detects:     "kernel \"NVRM: Xid (PCI:...): N, ...\" or an NVML XID event with a code absent from docs/accelerators.md",
+		},
+		{
+			Name: "NvidiaDeviceCountMismatch", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The node has fewer NVIDIA GPUs than it should: the driver (NVML) sees fewer than the expected count (config, node label, or the instance-type table), or fewer than there are /dev/nvidiaN device nodes.",
+			Detects:     "NVML device count vs the expected count and vs /dev/nvidia[0-9]* under the host root",
+		},
+		{
+			Name: "NvidiaDoubleBitError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU reports uncorrectable (double-bit) ECC errors since the driver loaded. The memory cannot be trusted until the GPU is reset (page retired or row remapped).",
+			Detects:     "NVML field NVML_FI_DEV_ECC_DBE_VOL_TOTAL (volatile double-bit ECC errors) above zero",
+		},
+		{
+			Name: "NvidiaNVLinkError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "An NVLink of a GPU is down: a link seen up earlier went down, or on an NVSwitch system a link is not up. Multi-GPU communication fails or falls back to PCIe.",
+			Detects:     "NVML nvmlDeviceGetNvLinkState per link, with NVML_FI_DEV_NVLINK_LINK_COUNT links",
+		},
+		{
+			Name: "FabricManagerNotRunning", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The NVIDIA Fabric Manager service is not running on a node with NVSwitches. Without it the GPUs cannot use NVLink through the switches and CUDA initialization fails or degrades.",
+			Detects:     "/dev/nvidia-nvswitchN device nodes present under the host root and no nv-fabricmanager process in /proc",
+		},
+		{
+			Name: "NvidiaFabricError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU's NVLink fabric registration failed or its fabric health is bad (unhealthy route, incorrect configuration, global fabric manager disconnected, health summary Unhealthy). The GPU cannot take part in multi-node NVLink work.",
+			Detects:     "nvmlDeviceGetGpuFabricInfoV: probe state Completed with a non-success status, or the health mask / summary decoded per nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*",
+		},
+		{
+			Name: "NvidiaFabricDegraded", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU's NVLink fabric works with reduced capacity: degraded bandwidth, route or access-timeout recovery in progress, or health summary Limited Capacity. Usually transient.",
+			Detects:     "nvmlDeviceGetGpuFabricInfoV health mask / summary decoded per nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*",
+		},
+		{
+			Name: "NvidiaPageRetirement", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU has memory pages pending retirement or rows pending remapping after memory errors. The GPU works; the repair takes effect at the next GPU reset, which should be scheduled.",
+			Detects:     "NVML fields NVML_FI_DEV_RETIRED_PENDING and NVML_FI_DEV_REMAPPED_PENDING",
+		},
+		{
+			Name: "NvidiaRowRemapFailure", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU failed to remap a memory row (no spare rows left). New memory errors can no longer be repaired in place; plan to replace the GPU. The XID 64 logged at the failure is Fatal.",
+			Detects:     "NVML field NVML_FI_DEV_REMAPPED_FAILURE",
+		},
+		{
+			Name: "NvidiaThermalError", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU's clocks are reduced for temperature: hardware or software thermal slowdown is active.",
+			Detects:     "nvmlDeviceGetCurrentClocksEventReasons with HW thermal slowdown (0x40), SW thermal slowdown (0x20)",
+		},
+		{
+			Name: "NvidiaPowerError", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU's clocks are cut by half or more for power: external power brake, or hardware slowdown without a thermal cause. Running at the software power cap is normal under load and not reported.",
+			Detects:     "nvmlDeviceGetCurrentClocksEventReasons with HW power brake slowdown (0x80), or HW slowdown (0x8) alone",
+		},
+		{
+			Name: "NvidiaPCIeError", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 8, Unit: "replays per minute"},
+			Description: "A GPU's PCIe link retransmits packets at a high rate (link degradation, riser or slot problems).",
+			Detects:     "NVML field NVML_FI_DEV_PCIE_REPLAY_COUNTER growth between two checks, as a rate per minute",
+		},
+		{
+			Name: "NvidiaNCCLError", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "A process crashed inside the NVIDIA Collective Communications Library (libnccl). Usually a workload or library problem; repeated crashes on one node point at its GPUs or network.",
+			Detects:     "kernel \"NAME[PID]: segfault at ... in libnccl.so...\"",
+		},
+		{
+			Name: "NeuronDMAError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "A Neuron DMA engine encountered an unrecoverable error.",
+			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=DMA_ERROR",
+		},
+		{
+			Name: "NeuronHBMUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "A Neuron device's HBM encountered an uncorrectable error and produced incorrect results.",
+			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR",
+		},
+		{
+			Name: "NeuronNCUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "A NeuronCore uncorrectable memory error was detected.",
+			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=NC_UNCORRECTABLE_ERROR",
+		},
+		{
+			Name: "NeuronSRAMUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "A Neuron device's on-chip SRAM encountered a parity error and produced incorrect results.",
+			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR",
+		},
+		{
+			Name: "NeuronDeviceCountMismatch", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The node has fewer Neuron devices than expected (config or the instance-type table).",
+			Detects:     "/dev/neuron[0-9]* device nodes under the host root vs the expected count",
+		},
+		{
+			Name: "AMDGPUUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "An AMD GPU counted uncorrectable RAS (ECC/parity) errors since the driver loaded, in any IP block (UMC memory, GFX, SDMA, XGMI, ...). The GPU's results cannot be trusted until it is reset and the bad pages retired.",
+			Detects:     "amdgpu sysfs /sys/class/drm/cardN/device/ras/*_err_count with \"ue:\" above zero",
+		},
+		{
+			Name: "AMDGPUCorrectableErrors", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 100, Unit: "correctable errors per hour"},
+			Description: "An AMD GPU's correctable RAS error count grows quickly: the data is still correct, but the memory or link is degrading.",
+			Detects:     "growth of \"ce:\" in amdgpu sysfs ras/*_err_count between two checks, as a rate per hour",
+		},
+		{
+			Name: "AMDGPUHardwareError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "The amdgpu driver reported uncorrectable hardware errors (RAS) or a fatal error interrupt.",
+			Detects:     "kernel \"amdgpu ...: N uncorrectable hardware errors detected in BLOCK block\" and \"uncorrectable hardware error(...) detected!\"",
+		},
+		{
+			Name: "AMDGPUResetFailed", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "The amdgpu driver failed to reset a hung GPU; the GPU is unusable until the node reboots.",
+			Detects:     "kernel \"amdgpu ...: GPU reset(N) failed\" and \"GPU Recovery Failed\"",
+		},
+		{
+			Name: "AMDGPUReset", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "The amdgpu driver reset a GPU after a hang or error. Jobs on it were lost, but the GPU is usable again.",
+			Detects:     "kernel \"amdgpu ...: GPU reset begin!\"",
+		},
+		{
+			Name: "AMDGPURingTimeout", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
+			Description: "A GPU job did not finish within the scheduler timeout (a hang). Workloads can cause it; a reset follows.",
+			Detects:     "kernel \"amdgpu ...: ring NAME timeout, signaled seq=N, emitted seq=N\"",
+		},
+		{
+			Name: "AMDGPUDeviceCountMismatch", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The node has fewer AMD GPUs bound to the amdgpu driver than expected (config or the instance-type table).",
+			Detects:     "/sys/class/drm/cardN/device entries with vendor 0x1002 bound to amdgpu vs the expected count",
 		},
 	}
 }

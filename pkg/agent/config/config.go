@@ -7,8 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -26,8 +30,15 @@ type Config struct {
 
 // Monitors holds one section per monitor.
 type Monitors struct {
-	Kernel           KernelMonitor  `json:"kernel"`
-	ContainerRuntime RuntimeMonitor `json:"containerRuntime"`
+	Kernel           KernelMonitor     `json:"kernel"`
+	ContainerRuntime RuntimeMonitor    `json:"containerRuntime"`
+	Networking       NetworkingMonitor `json:"networking"`
+	Storage          StorageMonitor    `json:"storage"`
+	// The accelerator monitors share AcceleratedHardwareReady; each runs only
+	// on nodes with its hardware.
+	Nvidia NvidiaMonitor      `json:"nvidia"`
+	Neuron AcceleratorMonitor `json:"neuron"`
+	AMDGPU AcceleratorMonitor `json:"amdgpu"`
 }
 
 // KernelMonitor configures the kernel monitor (KernelReady).
@@ -49,6 +60,73 @@ type RuntimeMonitor struct {
 	CRITimeout Duration `json:"criTimeout,omitempty"`
 	// CheckInterval is the period of the CRI checks.
 	CheckInterval Duration `json:"checkInterval,omitempty"`
+}
+
+// NetworkingMonitor configures the networking monitor (NetworkingReady).
+type NetworkingMonitor struct {
+	Enabled *bool `json:"enabled,omitempty"`
+	// CheckInterval is the period of every networking check.
+	CheckInterval Duration `json:"checkInterval,omitempty"`
+	// ProbeTimeout bounds the input of one check (netlink, ethtool, /proc)
+	// and each network probe (DNS, health endpoints).
+	ProbeTimeout Duration `json:"probeTimeout,omitempty"`
+	// ExcludeInterfaces is an RE2 pattern of interface names that
+	// InterfaceNotUp/InterfaceNotRunning do not watch; empty means the
+	// built-in list (veth*, cali*, lxc*, docker*, ...).
+	ExcludeInterfaces string `json:"excludeInterfaces,omitempty"`
+	// NetNS is the network namespace to inspect, a host path (e.g.
+	// /proc/1/ns/net when the agent pod does not use hostNetwork); empty
+	// means the agent's own.
+	NetNS string `json:"netns,omitempty"`
+	// DNSServer is the resolver to probe, "host" or "host:port"; empty
+	// means the nameservers of the host's /etc/resolv.conf.
+	DNSServer string `json:"dnsServer,omitempty"`
+	// DNSQueryName is the name the DNS probe asks for.
+	DNSQueryName string `json:"dnsQueryName,omitempty"`
+	// KubeProxyHealthz is kube-proxy's health address (host:port).
+	KubeProxyHealthz string `json:"kubeProxyHealthz,omitempty"`
+}
+
+// StorageMonitor configures the storage monitor (StorageReady).
+type StorageMonitor struct {
+	Enabled *bool `json:"enabled,omitempty"`
+	// CheckInterval is the period of every storage check.
+	CheckInterval Duration `json:"checkInterval,omitempty"`
+	// Filesystems are the host paths whose filesystems the node depends on:
+	// they must not turn read-only, shut down or fill up.
+	Filesystems []string `json:"filesystems,omitempty"`
+	// ProbeDir is the directory, owned by the agent, where the write probe
+	// writes and fsyncs a tiny file.
+	ProbeDir string `json:"probeDir,omitempty"`
+	// ProbeTimeout bounds the write probe and every statfs and NVMe ioctl.
+	ProbeTimeout Duration `json:"probeTimeout,omitempty"`
+}
+
+// AcceleratorMonitor configures an accelerator monitor (nvidia, neuron,
+// amdgpu → AcceleratedHardwareReady). An enabled monitor still runs only on
+// nodes that have its hardware; elsewhere it writes nothing.
+type AcceleratorMonitor struct {
+	Enabled *bool `json:"enabled,omitempty"`
+	// CheckInterval is the period of the device checks.
+	CheckInterval Duration `json:"checkInterval,omitempty"`
+	// ExpectedCount is how many devices the node must have; 0 means take it
+	// from ExpectedCountLabel, else from the instance-type table.
+	ExpectedCount int `json:"expectedCount,omitempty"`
+	// ExpectedCountLabel names a node label whose value is the expected
+	// device count (set by the node's provisioner).
+	ExpectedCountLabel string `json:"expectedCountLabel,omitempty"`
+	// InstanceTypeTable uses the built-in node.kubernetes.io/instance-type →
+	// device count table when neither of the above gives a count.
+	InstanceTypeTable *bool `json:"instanceTypeTable,omitempty"`
+}
+
+// NvidiaMonitor configures the nvidia monitor.
+type NvidiaMonitor struct {
+	AcceleratorMonitor `json:",inline"`
+	// NVMLLibrary is the libnvidia-ml file to load, in the agent's own
+	// filesystem (not under the host root: the dynamic loader resolves it).
+	// Empty means libnvidia-ml.so.1 from the loader's search path.
+	NVMLLibrary string `json:"nvmlLibrary,omitempty"`
 }
 
 // ReasonConfig overrides one reason.
@@ -115,6 +193,16 @@ func Default() Config {
 		Monitors: Monitors{
 			Kernel:           KernelMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}},
 			ContainerRuntime: RuntimeMonitor{Enabled: &on, CRITimeout: Duration{2 * time.Second}, CheckInterval: Duration{15 * time.Second}},
+			Networking: NetworkingMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}, ProbeTimeout: Duration{5 * time.Second},
+				DNSQueryName: ".", KubeProxyHealthz: "127.0.0.1:10256"},
+			Storage: StorageMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}, ProbeTimeout: Duration{10 * time.Second},
+				Filesystems: []string{"/", "/var/lib/kubelet", "/var/lib/containerd"}, ProbeDir: "/var/lib/nodemend/probe"},
+			Nvidia: NvidiaMonitor{AcceleratorMonitor: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
+				ExpectedCountLabel: "nodemend.dev/expected-gpu-count", InstanceTypeTable: &on}},
+			Neuron: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
+				ExpectedCountLabel: "nodemend.dev/expected-neuron-device-count", InstanceTypeTable: &on},
+			AMDGPU: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
+				ExpectedCountLabel: "nodemend.dev/expected-gpu-count", InstanceTypeTable: &on},
 		},
 		Sources: Sources{
 			Kmsg:    KmsgSource{Enabled: &on, Lookback: Duration{10 * time.Minute}},
@@ -145,6 +233,11 @@ func (c *Config) fillDefaults(d Config) {
 	setStr(&c.Monitors.ContainerRuntime.CRISocket, d.Monitors.ContainerRuntime.CRISocket)
 	setDur(&c.Monitors.ContainerRuntime.CRITimeout, d.Monitors.ContainerRuntime.CRITimeout)
 	setDur(&c.Monitors.ContainerRuntime.CheckInterval, d.Monitors.ContainerRuntime.CheckInterval)
+	c.Monitors.Networking.fillDefaults(d.Monitors.Networking)
+	c.Monitors.Storage.fillDefaults(d.Monitors.Storage)
+	c.Monitors.Nvidia.AcceleratorMonitor.fillDefaults(d.Monitors.Nvidia.AcceleratorMonitor)
+	c.Monitors.Neuron.fillDefaults(d.Monitors.Neuron)
+	c.Monitors.AMDGPU.fillDefaults(d.Monitors.AMDGPU)
 	setBool(&c.Sources.Kmsg.Enabled, d.Sources.Kmsg.Enabled)
 	setDur(&c.Sources.Kmsg.Lookback, d.Sources.Kmsg.Lookback)
 	setStr(&c.Sources.Journal.Mode, d.Sources.Journal.Mode)
@@ -153,6 +246,32 @@ func (c *Config) fillDefaults(d Config) {
 	setStr(&c.Sources.Journal.Command, d.Sources.Journal.Command)
 	setDur(&c.Exporter.Heartbeat, d.Exporter.Heartbeat)
 	setDur(&c.Exporter.Coalesce, d.Exporter.Coalesce)
+}
+
+func (m *AcceleratorMonitor) fillDefaults(d AcceleratorMonitor) {
+	setBool(&m.Enabled, d.Enabled)
+	setDur(&m.CheckInterval, d.CheckInterval)
+	setStr(&m.ExpectedCountLabel, d.ExpectedCountLabel)
+	setBool(&m.InstanceTypeTable, d.InstanceTypeTable)
+}
+
+func (m *NetworkingMonitor) fillDefaults(d NetworkingMonitor) {
+	setBool(&m.Enabled, d.Enabled)
+	setDur(&m.CheckInterval, d.CheckInterval)
+	setDur(&m.ProbeTimeout, d.ProbeTimeout)
+	setStr(&m.DNSQueryName, d.DNSQueryName)
+	setStr(&m.KubeProxyHealthz, d.KubeProxyHealthz)
+}
+
+func (m *StorageMonitor) fillDefaults(d StorageMonitor) {
+	setBool(&m.Enabled, d.Enabled)
+	setDur(&m.CheckInterval, d.CheckInterval)
+	setDur(&m.ProbeTimeout, d.ProbeTimeout)
+	setStr(&m.ProbeDir, d.ProbeDir)
+	// Only an absent list takes the default: "filesystems: []" watches none.
+	if m.Filesystems == nil {
+		m.Filesystems = append([]string(nil), d.Filesystems...)
+	}
 }
 
 func setBool(p **bool, d *bool) {
@@ -216,14 +335,32 @@ func (c Config) Validate() error {
 		"monitors.kernel.checkInterval":           c.Monitors.Kernel.CheckInterval,
 		"monitors.containerRuntime.checkInterval": c.Monitors.ContainerRuntime.CheckInterval,
 		"monitors.containerRuntime.criTimeout":    c.Monitors.ContainerRuntime.CRITimeout,
+		"monitors.networking.checkInterval":       c.Monitors.Networking.CheckInterval,
+		"monitors.networking.probeTimeout":        c.Monitors.Networking.ProbeTimeout,
+		"monitors.storage.checkInterval":          c.Monitors.Storage.CheckInterval,
+		"monitors.storage.probeTimeout":           c.Monitors.Storage.ProbeTimeout,
+		"monitors.nvidia.checkInterval":           c.Monitors.Nvidia.CheckInterval,
+		"monitors.neuron.checkInterval":           c.Monitors.Neuron.CheckInterval,
+		"monitors.amdgpu.checkInterval":           c.Monitors.AMDGPU.CheckInterval,
 		"exporter.heartbeat":                      c.Exporter.Heartbeat,
 	} {
 		if d.Duration < time.Second {
 			errs = append(errs, fmt.Errorf("%s: %v is below the 1s minimum", field, d.Duration))
 		}
 	}
+	errs = append(errs, c.Monitors.Networking.validate()...)
+	errs = append(errs, c.Monitors.Storage.validate()...)
 	if c.Exporter.Coalesce.Duration < 0 || c.Exporter.Coalesce.Duration > time.Second {
 		errs = append(errs, fmt.Errorf("exporter.coalesce: %v must be between 0 and 1s", c.Exporter.Coalesce.Duration))
+	}
+	for field, n := range map[string]int{
+		"monitors.nvidia.expectedCount": c.Monitors.Nvidia.ExpectedCount,
+		"monitors.neuron.expectedCount": c.Monitors.Neuron.ExpectedCount,
+		"monitors.amdgpu.expectedCount": c.Monitors.AMDGPU.ExpectedCount,
+	} {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("%s: %d must not be negative (0 = not configured)", field, n))
+		}
 	}
 	switch c.Sources.Journal.Mode {
 	case JournalCtl, JournalFile, JournalOff:
@@ -243,6 +380,64 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+func (m NetworkingMonitor) validate() []error {
+	var errs []error
+	if m.ProbeTimeout.Duration > m.CheckInterval.Duration {
+		errs = append(errs, fmt.Errorf("monitors.networking.probeTimeout: %v is longer than checkInterval %v", m.ProbeTimeout.Duration, m.CheckInterval.Duration))
+	}
+	if m.ExcludeInterfaces != "" {
+		if _, err := regexp.Compile(m.ExcludeInterfaces); err != nil {
+			errs = append(errs, fmt.Errorf("monitors.networking.excludeInterfaces: %w", err))
+		}
+	}
+	if m.NetNS != "" && !filepath.IsAbs(m.NetNS) {
+		errs = append(errs, fmt.Errorf("monitors.networking.netns: %q must be an absolute path (it is read under the host root)", m.NetNS))
+	}
+	if m.DNSServer != "" && !validHostPort(m.DNSServer, false) {
+		errs = append(errs, fmt.Errorf("monitors.networking.dnsServer: %q is not host or host:port", m.DNSServer))
+	}
+	if !validHostPort(m.KubeProxyHealthz, true) {
+		errs = append(errs, fmt.Errorf("monitors.networking.kubeProxyHealthz: %q is not host:port", m.KubeProxyHealthz))
+	}
+	return errs
+}
+
+// validHostPort reports whether s is "host:port" (or a bare host when the
+// port is optional), with a port in 1-65535.
+func validHostPort(s string, needPort bool) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		if needPort {
+			return false
+		}
+		host, port = strings.Trim(s, "[]"), ""
+	}
+	if host == "" || strings.ContainsAny(host, " /") {
+		return false
+	}
+	if port == "" {
+		return !needPort
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
+}
+
+func (m StorageMonitor) validate() []error {
+	var errs []error
+	if m.ProbeTimeout.Duration > m.CheckInterval.Duration {
+		errs = append(errs, fmt.Errorf("monitors.storage.probeTimeout: %v is longer than checkInterval %v", m.ProbeTimeout.Duration, m.CheckInterval.Duration))
+	}
+	for i, p := range m.Filesystems {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("monitors.storage.filesystems[%d]: %q must be an absolute path (it is read under the host root)", i, p))
+		}
+	}
+	if !filepath.IsAbs(m.ProbeDir) || filepath.Clean(m.ProbeDir) == "/" {
+		errs = append(errs, fmt.Errorf("monitors.storage.probeDir: %q must be an absolute path of a directory the agent owns, not /", m.ProbeDir))
+	}
+	return errs
+}
+
 // MonitorEnabled reports whether the named registry monitor is on.
 func (c Config) MonitorEnabled(name string) bool {
 	switch name {
@@ -250,6 +445,16 @@ func (c Config) MonitorEnabled(name string) bool {
 		return *c.Monitors.Kernel.Enabled
 	case "containerRuntime":
 		return *c.Monitors.ContainerRuntime.Enabled
+	case "networking":
+		return *c.Monitors.Networking.Enabled
+	case "storage":
+		return *c.Monitors.Storage.Enabled
+	case "nvidia":
+		return *c.Monitors.Nvidia.Enabled
+	case "neuron":
+		return *c.Monitors.Neuron.Enabled
+	case "amdgpu":
+		return *c.Monitors.AMDGPU.Enabled
 	}
 	return false
 }

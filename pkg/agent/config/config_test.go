@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +83,118 @@ func TestEmptyFileIsDefault(t *testing.T) {
 	}
 	if !c.MonitorEnabled("kernel") || !c.MonitorEnabled("containerRuntime") {
 		t.Fatal("monitors are on by default")
+	}
+}
+
+func TestNetworkingAndStorageSections(t *testing.T) {
+	c, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.MonitorEnabled("networking") || !c.MonitorEnabled("storage") {
+		t.Fatal("networking and storage are on by default")
+	}
+	n, s := c.Monitors.Networking, c.Monitors.Storage
+	if n.CheckInterval.Duration != 30*time.Second || n.ProbeTimeout.Duration != 5*time.Second || n.DNSQueryName != "." ||
+		n.KubeProxyHealthz != "127.0.0.1:10256" || n.ExcludeInterfaces != "" || n.NetNS != "" || n.DNSServer != "" {
+		t.Fatalf("networking defaults: %+v", n)
+	}
+	if s.CheckInterval.Duration != 30*time.Second || s.ProbeTimeout.Duration != 10*time.Second || s.ProbeDir != "/var/lib/nodemend/probe" ||
+		strings.Join(s.Filesystems, ",") != "/,/var/lib/kubelet,/var/lib/containerd" {
+		t.Fatalf("storage defaults: %+v", s)
+	}
+
+	c, err = Parse([]byte(`
+monitors:
+  networking:
+    enabled: false
+    checkInterval: 1m
+    probeTimeout: 3s
+    excludeInterfaces: '^(veth.*|eth1)$'
+    netns: /proc/1/ns/net
+    dnsServer: "[fd00:ec2::253]:53"
+    dnsQueryName: kubernetes.default.svc.cluster.local
+    kubeProxyHealthz: 127.0.0.1:10249
+  storage:
+    filesystems: [/, /data]
+    probeDir: /data/nodemend/probe
+    probeTimeout: 20s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, s = c.Monitors.Networking, c.Monitors.Storage
+	if c.MonitorEnabled("networking") || !c.MonitorEnabled("storage") || n.CheckInterval.Duration != time.Minute || n.ProbeTimeout.Duration != 3*time.Second ||
+		n.ExcludeInterfaces != "^(veth.*|eth1)$" || n.NetNS != "/proc/1/ns/net" || n.DNSServer != "[fd00:ec2::253]:53" ||
+		n.DNSQueryName != "kubernetes.default.svc.cluster.local" || n.KubeProxyHealthz != "127.0.0.1:10249" {
+		t.Fatalf("networking overrides: %+v", n)
+	}
+	if strings.Join(s.Filesystems, ",") != "/,/data" || s.ProbeDir != "/data/nodemend/probe" || s.ProbeTimeout.Duration != 20*time.Second || s.CheckInterval.Duration != 30*time.Second {
+		t.Fatalf("storage overrides: %+v", s)
+	}
+	// An explicit empty list watches no filesystem; an absent one the defaults.
+	c, err = Parse([]byte("monitors:\n  storage:\n    filesystems: []\n    probeTimeout: 5s\n"))
+	if err != nil || c.Monitors.Storage.Filesystems == nil || len(c.Monitors.Storage.Filesystems) != 0 {
+		t.Fatalf("%+v, %v", c.Monitors.Storage, err)
+	}
+	// Reasons of the new monitors can be overridden like any other.
+	c, err = Parse([]byte("reasons:\n  InterfaceNotUp: {threshold: 3}\n  FilesystemReadOnly: {severity: Warning}\n  PPSExceeded: {disabled: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Threshold(health.ReasonInterfaceNotUp) != 3 || c.Threshold(health.ReasonDNSResolverUnreachable) != 3 || c.Threshold(health.ReasonFilesystemNearFull) != 80 {
+		t.Fatal("thresholds")
+	}
+	if r, _ := c.Effective(health.ReasonFilesystemReadOnly); r.Severity != health.Warning {
+		t.Fatal("severity downgrade")
+	}
+	if _, on := c.Effective(health.ReasonPPSExceeded); on {
+		t.Fatal("disabled reason")
+	}
+}
+
+func TestNetworkingAndStorageRejects(t *testing.T) {
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"bad exclusion pattern":    {"monitors:\n  networking:\n    excludeInterfaces: 'veth(('\n", "monitors.networking.excludeInterfaces: error parsing regexp"},
+		"relative netns":           {"monitors:\n  networking:\n    netns: proc/1/ns/net\n", "monitors.networking.netns: \"proc/1/ns/net\" must be an absolute path"},
+		"bad dns server":           {"monitors:\n  networking:\n    dnsServer: 'http://10.0.0.2/'\n", "monitors.networking.dnsServer"},
+		"bad kube-proxy address":   {"monitors:\n  networking:\n    kubeProxyHealthz: localhost\n", "monitors.networking.kubeProxyHealthz"},
+		"probe longer than period": {"monitors:\n  networking:\n    probeTimeout: 1m\n", "monitors.networking.probeTimeout: 1m0s is longer than checkInterval 30s"},
+		"tiny storage interval":    {"monitors:\n  storage:\n    checkInterval: 100ms\n", "monitors.storage.checkInterval: 100ms is below the 1s minimum"},
+		"storage probe too long":   {"monitors:\n  storage:\n    probeTimeout: 31s\n", "monitors.storage.probeTimeout: 31s is longer than checkInterval 30s"},
+		"relative filesystem":      {"monitors:\n  storage:\n    filesystems: [var/lib/kubelet]\n", "monitors.storage.filesystems[0]: \"var/lib/kubelet\" must be an absolute path"},
+		"probe dir at root":        {"monitors:\n  storage:\n    probeDir: /\n", "monitors.storage.probeDir"},
+		"unknown storage key":      {"monitors:\n  storage:\n    filesystem: [/]\n", `unknown field "filesystem"`},
+		"raise a Warning to Fatal": {"reasons:\n  IODelays: {severity: Fatal}\n", "may only be lowered from Warning, not raised to Fatal"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestDocumentedNetworkingAndStorageDefaults keeps docs/agent-config.md
+// honest: its example file parses, and its networking and storage sections
+// are the defaults.
+func TestDocumentedNetworkingAndStorageDefaults(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/agent-config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in docs/agent-config.md")
+	}
+	c, err := Parse([]byte(block))
+	if err != nil {
+		t.Fatalf("the documented config does not parse: %v", err)
+	}
+	d := Default()
+	if !reflect.DeepEqual(c.Monitors.Networking, d.Monitors.Networking) || !reflect.DeepEqual(c.Monitors.Storage, d.Monitors.Storage) {
+		t.Fatalf("documented %+v %+v\ndefaults %+v %+v", c.Monitors.Networking, c.Monitors.Storage, d.Monitors.Networking, d.Monitors.Storage)
 	}
 }

@@ -54,6 +54,23 @@ type Monitor interface {
 	Checks() []Check
 }
 
+// Applier is implemented by monitors of hardware that a node may not have
+// (GPUs, accelerators). The agent runs such a monitor only while Applies
+// reports true, checking again periodically: hardware whose driver loads
+// after the agent starts is picked up. A monitor that does not apply writes
+// no condition at all; absent is not Unknown.
+type Applier interface {
+	Applies(ctx context.Context) bool
+}
+
+// Streamer is implemented by monitors with a push source (an NVML event set):
+// the agent runs Stream while the monitor applies and publishes each finding
+// at once, like a log match. Stream returns when ctx ends; an error return is
+// retried with backoff.
+type Streamer interface {
+	Stream(ctx context.Context, report func(Finding)) error
+}
+
 // Env is what a monitor gets from the agent when it is built.
 type Env struct {
 	// HostRoot prefixes every host path the monitor reads.

@@ -1,0 +1,309 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// NodeDiagnostic asks the nodemend-agent on one node for a diagnostic bundle
+// (logCapture) and/or a packet capture (packetCapture). The agent on
+// spec.nodeName watches only its own objects (a server-side field selector on
+// the selectable field spec.nodeName), does the work and reports progress in
+// status. A capture whose status says Completed or Failed for the current
+// generation is never run again, also not after an agent restart; editing
+// the spec (a new generation) runs it again.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=ndiag,categories=nodemend
+// +kubebuilder:subresource:status
+// +kubebuilder:selectablefield:JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Logs",type=string,JSONPath=`.status.logCapture.state`
+// +kubebuilder:printcolumn:name="Packets",type=string,JSONPath=`.status.packetCapture.state`
+// +kubebuilder:printcolumn:name="File",type=string,JSONPath=`.status.logCapture.fileName`,priority=1
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.logCapture.sizeBytes`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeDiagnostic struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   NodeDiagnosticSpec   `json:"spec"`
+	Status NodeDiagnosticStatus `json:"status,omitempty"`
+}
+
+// NodeDiagnosticList is a list of NodeDiagnostics.
+//
+// +kubebuilder:object:root=true
+type NodeDiagnosticList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeDiagnostic `json:"items"`
+}
+
+// NodeDiagnosticSpec says which node to diagnose and what to capture.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.logCapture) || has(self.packetCapture)",message="at least one of logCapture and packetCapture is required"
+type NodeDiagnosticSpec struct {
+	// NodeName is the Node whose agent does the work. It cannot change: a
+	// capture half done on one node cannot move to another.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="nodeName is immutable"
+	NodeName string `json:"nodeName"`
+
+	// LogCapture collects a redacted .tar.gz bundle of logs and host state.
+	// +optional
+	LogCapture *LogCaptureSpec `json:"logCapture,omitempty"`
+
+	// PacketCapture records packets on one interface and uploads the capture
+	// in chunks as they close.
+	// +optional
+	PacketCapture *PacketCaptureSpec `json:"packetCapture,omitempty"`
+}
+
+// DestinationNode keeps a bundle on the node, under /var/log/nodemend/, where
+// the kubelet's /logs/ endpoint serves it through the API server's node proxy.
+const DestinationNode = "node"
+
+// LogCaptureSpec configures a diagnostic bundle.
+type LogCaptureSpec struct {
+	// Destination is "node" (the bundle stays on the node for 10 minutes and is
+	// downloaded through /api/v1/nodes/<node>/proxy/logs/nodemend/<file>) or an
+	// https:// URL that accepts a PUT of the bundle, such as a pre-signed
+	// object-store URL. Admission refuses other schemes, credentials in the
+	// URL, "localhost" and literal loopback, link-local (169.254.169.254) and
+	// unspecified addresses (a best effort on the text: CEL's ip() cannot be
+	// used on a parsed host within the CRD cost budget). The agent checks the
+	// address it actually connects to, every time, and refuses private ranges
+	// too unless its configuration allows them.
+	//
+	// +optional
+	// +kubebuilder:default=node
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self == 'node' || self.startsWith('https://')",message="destination must be \"node\" or an https:// URL"
+	// +kubebuilder:validation:XValidation:rule="self == 'node' || (isURL(self) && url(self).getHostname() != '')",message="destination must be a valid URL with a host"
+	// +kubebuilder:validation:XValidation:rule="self == 'node' || !self.matches('^https://[^/?#]*@')",message="destination must not contain user credentials"
+	// +kubebuilder:validation:XValidation:rule="self == 'node' || !self.lowerAscii().matches('^https://(127[.]|0[.]0[.]0[.]0|169[.]254[.]|[[](::1?|fe[89ab][0-9a-f]:[^]]*|::ffff:[^]]*)[]]|localhost([:/?#]|$))')",message="destination must not be a loopback, link-local (such as 169.254.169.254) or unspecified address"
+	Destination string `json:"destination,omitempty"`
+
+	// Categories to collect; empty means all of them.
+	//
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Categories []LogCategory `json:"categories,omitempty"`
+
+	// Since limits time-based logs (journal, kernel ring buffer) to this long
+	// before the capture starts. Default: 24h.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('720h')",message="since must be more than 0s and at most 720h"
+	Since *metav1.Duration `json:"since,omitempty"`
+}
+
+// LogCategory names a group of collectors.
+//
+// +kubebuilder:validation:Enum=base;kernel;system;runtime;networking;storage;accelerators;nodemend
+type LogCategory string
+
+// The log categories.
+const (
+	// CategoryBase: OS release, kernel version and command line, uptime, node identity.
+	CategoryBase LogCategory = "base"
+	// CategoryKernel: the kernel ring buffer (kmsg), persisted kernel logs, modules.
+	CategoryKernel LogCategory = "kernel"
+	// CategorySystem: the journal of kubelet/containerd/agent, processes, sysctl, PSI, cgroup throttling.
+	CategorySystem LogCategory = "system"
+	// CategoryRuntime: CRI pods, containers and images; runtime and kubelet config.
+	CategoryRuntime LogCategory = "runtime"
+	// CategoryNetworking: links, addresses, routes, rules, neighbours, firewall rules, conntrack, DNS, sockets.
+	CategoryNetworking LogCategory = "networking"
+	// CategoryStorage: mounts, df, block devices, diskstats.
+	CategoryStorage LogCategory = "storage"
+	// CategoryAccelerators: nvidia-smi, AMD GPU and Neuron data where present.
+	CategoryAccelerators LogCategory = "accelerators"
+	// CategoryNodemend: the agent's current findings, effective config and metrics.
+	CategoryNodemend LogCategory = "nodemend"
+)
+
+// AllLogCategories lists every category, in bundle order.
+func AllLogCategories() []LogCategory {
+	return []LogCategory{CategoryBase, CategoryKernel, CategorySystem, CategoryRuntime,
+		CategoryNetworking, CategoryStorage, CategoryAccelerators, CategoryNodemend}
+}
+
+// PacketCaptureSpec configures a packet capture.
+type PacketCaptureSpec struct {
+	// Interface is a network interface name, or "any".
+	//
+	// +required
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.:@-]{0,14}$`
+	Interface string `json:"interface"`
+
+	// Filter is a BPF filter expression (pcap-filter syntax), passed to the
+	// capture as one argument, never through a shell.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('-')",message="filter must not start with '-'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[ -~]*$')",message="filter must be printable ASCII without control characters"
+	Filter string `json:"filter,omitempty"`
+
+	// Duration of the capture, at most 1h.
+	//
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="duration must be between 1s and 1h"
+	Duration metav1.Duration `json:"duration"`
+
+	// ChunkSize is the size of each capture file; a chunk is uploaded as soon
+	// as it closes and then deleted from the node. Default: 64Mi.
+	//
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="chunkSize must be between 1Mi and 1Gi"
+	ChunkSize *resource.Quantity `json:"chunkSize,omitempty"`
+
+	// UploadURLs receive the chunks by PUT, in order: chunk i goes to
+	// uploadURLs[i] (pre-signed URLs are signed per object, so every chunk
+	// needs its own). The capture stops early when every URL has been used.
+	//
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	UploadURLs []UploadURL `json:"uploadURLs"`
+}
+
+// UploadURL is an https:// URL that accepts a PUT.
+//
+// +kubebuilder:validation:MaxLength=4096
+// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="upload URLs must be https://"
+// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != ''",message="upload URL must be a valid URL with a host"
+// +kubebuilder:validation:XValidation:rule="!self.matches('^https://[^/?#]*@')",message="upload URL must not contain user credentials"
+// +kubebuilder:validation:XValidation:rule="!self.lowerAscii().matches('^https://(127[.]|0[.]0[.]0[.]0|169[.]254[.]|[[](::1?|fe[89ab][0-9a-f]:[^]]*|::ffff:[^]]*)[]]|localhost([:/?#]|$))')",message="upload URL must not be a loopback, link-local (such as 169.254.169.254) or unspecified address"
+type UploadURL string
+
+// NodeDiagnosticStatus is written by the agent on spec.nodeName only.
+type NodeDiagnosticStatus struct {
+	// ObservedGeneration is the spec generation the agent last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// LogCapture is the state of the bundle.
+	// +optional
+	LogCapture *CaptureStatus `json:"logCapture,omitempty"`
+
+	// PacketCapture is the state of the packet capture.
+	// +optional
+	PacketCapture *CaptureStatus `json:"packetCapture,omitempty"`
+
+	// Conditions: Accepted (the agent on the node picked the object up),
+	// LogsCollected and PacketsCaptured (True when done, False with a reason
+	// when failed).
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// CaptureState is the state of one capture.
+//
+// +kubebuilder:validation:Enum=Pending;Running;Completed;Failed
+type CaptureState string
+
+// Capture states. Completed and Failed are final for a generation.
+const (
+	CapturePending   CaptureState = "Pending"
+	CaptureRunning   CaptureState = "Running"
+	CaptureCompleted CaptureState = "Completed"
+	CaptureFailed    CaptureState = "Failed"
+)
+
+// Final reports whether s ends a capture.
+func (s CaptureState) Final() bool { return s == CaptureCompleted || s == CaptureFailed }
+
+// CaptureStatus is the state of one capture.
+type CaptureStatus struct {
+	// State is Pending, Running, Completed or Failed.
+	State CaptureState `json:"state"`
+
+	// Generation is the spec generation this status belongs to.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+
+	// Attempts counts the starts of this capture for this generation; more
+	// than one means the agent restarted while it ran.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// Message is a short human-readable progress or failure text, e.g. why an
+	// upload URL was refused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// ExpiryTime is when the agent deletes the file from the node
+	// (destination node only).
+	// +optional
+	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
+
+	// FileName is the bundle's name under /var/log/nodemend/ on the node
+	// (destination node only).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	FileName string `json:"fileName,omitempty"`
+
+	// SizeBytes is the size of the bundle, or the bytes of packets uploaded.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+
+	// Truncated is set when the size cap cut the bundle or capture short.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+
+	// CollectorsTotal and CollectorsDone show the progress of a bundle.
+	// +optional
+	CollectorsTotal int32 `json:"collectorsTotal,omitempty"`
+	// +optional
+	CollectorsDone int32 `json:"collectorsDone,omitempty"`
+
+	// ChunksUploaded counts the packet-capture chunks uploaded so far.
+	// +optional
+	ChunksUploaded int32 `json:"chunksUploaded,omitempty"`
+
+	// Errors lists the collectors that failed or timed out (the bundle's
+	// manifest.json has every collector's details).
+	// +optional
+	// +listType=map
+	// +listMapKey=collector
+	// +kubebuilder:validation:MaxItems=64
+	Errors []CollectorError `json:"errors,omitempty"`
+}
+
+// CollectorError is one collector's failure.
+type CollectorError struct {
+	// Collector is the collector's name, e.g. "system/journal-kubelet".
+	// +kubebuilder:validation:MaxLength=128
+	Collector string `json:"collector"`
+	// Message says what went wrong.
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message"`
+}
+
+// Condition types of a NodeDiagnostic.
+const (
+	ConditionAccepted        = "Accepted"
+	ConditionLogsCollected   = "LogsCollected"
+	ConditionPacketsCaptured = "PacketsCaptured"
+)

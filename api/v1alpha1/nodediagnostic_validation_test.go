@@ -1,0 +1,201 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/testenv"
+)
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds")}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+func packets(mut func(*v1alpha1.PacketCaptureSpec)) v1alpha1.NodeDiagnosticSpec {
+	p := &v1alpha1.PacketCaptureSpec{
+		Interface:  "eth0",
+		Filter:     "tcp port 443 and host 10.0.0.1",
+		Duration:   metav1.Duration{Duration: time.Minute},
+		UploadURLs: []v1alpha1.UploadURL{"https://bucket.example.com/c0?X-Amz-Signature=abc"},
+	}
+	if mut != nil {
+		mut(p)
+	}
+	return v1alpha1.NodeDiagnosticSpec{NodeName: "node-a", PacketCapture: p}
+}
+
+func logs(dest string, mut func(*v1alpha1.LogCaptureSpec)) v1alpha1.NodeDiagnosticSpec {
+	l := &v1alpha1.LogCaptureSpec{Destination: dest}
+	if mut != nil {
+		mut(l)
+	}
+	return v1alpha1.NodeDiagnosticSpec{NodeName: "node-a", LogCapture: l}
+}
+
+// TestAdmission checks every CEL rule and schema constraint of the CRD on the
+// real API server: the rejections carry the CRD's own messages.
+func TestAdmission(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	cases := []struct {
+		name string
+		spec v1alpha1.NodeDiagnosticSpec
+		// wantErr is a substring of the rejection; empty means accepted.
+		wantErr string
+	}{
+		{"logs to node", logs("node", nil), ""},
+		{"logs default destination", logs("", nil), ""},
+		{"logs to pre-signed https URL", logs("https://bucket.s3.amazonaws.com/b.tgz?X-Amz-Signature=x", nil), ""},
+		{"logs to private IP (agent decides)", logs("https://10.1.2.3/upload", nil), ""},
+		{"logs with categories and since", logs("node", func(l *v1alpha1.LogCaptureSpec) {
+			l.Categories = []v1alpha1.LogCategory{"base", "kernel", "networking"}
+			l.Since = dur(2 * time.Hour)
+		}), ""},
+		{"nothing to capture", v1alpha1.NodeDiagnosticSpec{NodeName: "node-a"}, "at least one of logCapture and packetCapture is required"},
+		{"no node", v1alpha1.NodeDiagnosticSpec{LogCapture: &v1alpha1.LogCaptureSpec{}}, "spec.nodeName"},
+		{"bad node name", v1alpha1.NodeDiagnosticSpec{NodeName: "Node_A", LogCapture: &v1alpha1.LogCaptureSpec{}}, "spec.nodeName"},
+		{"http destination", logs("http://bucket.example.com/x", nil), `destination must be "node" or an https:// URL`},
+		{"file destination", logs("file:///etc/shadow", nil), `destination must be "node" or an https:// URL`},
+		{"other word", logs("nodes", nil), `destination must be "node" or an https:// URL`},
+		{"no host", logs("https:///path", nil), "destination must be a valid URL with a host"},
+		{"metadata IP", logs("https://169.254.169.254/latest/meta-data", nil), "must not be a loopback, link-local"},
+		{"loopback", logs("https://127.0.0.1:8443/x", nil), "must not be a loopback, link-local"},
+		{"loopback v6", logs("https://[::1]/x", nil), "must not be a loopback, link-local"},
+		{"link-local v6", logs("https://[fe80::1]/x", nil), "must not be a loopback, link-local"},
+		{"unspecified", logs("https://0.0.0.0/x", nil), "must not be a loopback, link-local"},
+		{"localhost", logs("https://LocalHost:9000/x", nil), "must not be a loopback, link-local"},
+		{"v4-mapped metadata IP", logs("https://[::ffff:169.254.169.254]/x", nil), "must not be a loopback, link-local"},
+		{"credentials in URL", logs("https://user:pw@bucket.example.com/x", nil), "destination must not contain user credentials"},
+		{"name that starts like localhost", logs("https://localhost.example.com/x", nil), ""},
+		{"unknown category", logs("node", func(l *v1alpha1.LogCaptureSpec) { l.Categories = []v1alpha1.LogCategory{"everything"} }), "Unsupported value"},
+		{"duplicate category", logs("node", func(l *v1alpha1.LogCaptureSpec) { l.Categories = []v1alpha1.LogCategory{"base", "base"} }), "Duplicate value"},
+		{"since zero", logs("node", func(l *v1alpha1.LogCaptureSpec) { l.Since = dur(0) }), "since must be more than 0s and at most 720h"},
+		{"since too long", logs("node", func(l *v1alpha1.LogCaptureSpec) { l.Since = dur(1000 * time.Hour) }), "since must be more than 0s and at most 720h"},
+
+		{"packet capture", packets(nil), ""},
+		{"packet capture any, 1h, 1Gi chunks", packets(func(p *v1alpha1.PacketCaptureSpec) {
+			p.Interface, p.Duration, p.ChunkSize = "any", metav1.Duration{Duration: time.Hour}, q("1Gi")
+		}), ""},
+		{"both captures", v1alpha1.NodeDiagnosticSpec{NodeName: "node-a", LogCapture: logs("node", nil).LogCapture, PacketCapture: packets(nil).PacketCapture}, ""},
+		{"capture over 1h", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Duration = metav1.Duration{Duration: 61 * time.Minute} }), "duration must be between 1s and 1h"},
+		{"capture of 0s", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Duration = metav1.Duration{} }), "duration must be between 1s and 1h"},
+		{"chunk too small", packets(func(p *v1alpha1.PacketCaptureSpec) { p.ChunkSize = q("512Ki") }), "chunkSize must be between 1Mi and 1Gi"},
+		{"chunk too big", packets(func(p *v1alpha1.PacketCaptureSpec) { p.ChunkSize = q("2Gi") }), "chunkSize must be between 1Mi and 1Gi"},
+		{"interface with shell", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Interface = "eth0;reboot" }), "spec.packetCapture.interface"},
+		{"interface too long", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Interface = "abcdefghijklmnop" }), "spec.packetCapture.interface"},
+		{"filter as option", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Filter = "-w /etc/cron.d/x" }), "filter must not start with '-'"},
+		{"filter with newline", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Filter = "tcp\nport 1" }), "filter must be printable ASCII"},
+		{"no upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = nil }), "spec.packetCapture.uploadURLs"},
+		{"http upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = []v1alpha1.UploadURL{"http://x.example.com/c"} }), "upload URLs must be https://"},
+		{"metadata upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) {
+			p.UploadURLs = []v1alpha1.UploadURL{"https://ok.example.com/0", "https://169.254.169.254/1"}
+		}), "upload URL must not be a loopback, link-local"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("admission-%d", i)}, Spec: tc.spec}
+			err := k8s.Create(context.Background(), obj)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("rejected a valid object: %v", err)
+				}
+				_ = k8s.Delete(context.Background(), obj)
+				return
+			}
+			if err == nil {
+				_ = k8s.Delete(context.Background(), obj)
+				t.Fatalf("accepted an invalid object; want rejection containing %q", tc.wantErr)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("rejection %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDestinationDefaultsToNode(t *testing.T) {
+	obj := &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: "default-destination"}, Spec: logs("", nil)}
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+	if obj.Spec.LogCapture.Destination != v1alpha1.DestinationNode {
+		t.Fatalf("destination = %q, want the default %q", obj.Spec.LogCapture.Destination, v1alpha1.DestinationNode)
+	}
+}
+
+func TestNodeNameImmutable(t *testing.T) {
+	ctx := context.Background()
+	obj := &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: "immutable"}, Spec: logs("node", nil)}
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	obj.Spec.NodeName = "node-b"
+	if err := k8s.Update(ctx, obj); err == nil || !strings.Contains(err.Error(), "nodeName is immutable") {
+		t.Fatalf("update of nodeName: %v, want 'nodeName is immutable'", err)
+	}
+	// The rest of the spec may change (a new generation, run again).
+	obj.Spec.NodeName = "node-a"
+	obj.Spec.LogCapture.Categories = []v1alpha1.LogCategory{"kernel"}
+	if err := k8s.Update(ctx, obj); err != nil {
+		t.Fatalf("update of categories: %v", err)
+	}
+}
+
+// TestSelectableNodeName checks that the API server filters by spec.nodeName
+// (CRD selectableFields): the agent's watch depends on it.
+func TestSelectableNodeName(t *testing.T) {
+	ctx := context.Background()
+	for i, node := range []string{"sel-a", "sel-b", "sel-a"} {
+		obj := &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sel-%d", i)},
+			Spec: v1alpha1.NodeDiagnosticSpec{NodeName: node, LogCapture: &v1alpha1.LogCaptureSpec{}}}
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	}
+	var list v1alpha1.NodeDiagnosticList
+	if err := k8s.List(ctx, &list, client.MatchingFields{"spec.nodeName": "sel-a"}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range list.Items {
+		names = append(names, o.Name)
+	}
+	if strings.Join(names, ",") != "sel-0,sel-2" {
+		t.Fatalf("field selector spec.nodeName=sel-a listed %v", names)
+	}
+}

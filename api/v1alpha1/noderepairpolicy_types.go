@@ -1,0 +1,166 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// NodeRepairPolicy overrides, for the nodes it selects, when nodemend-controller
+// considers a node broken and what it does about it. Without any
+// NodeRepairPolicy the built-in defaults apply (docs/repair.md): Ready
+// False/Unknown, KernelReady, ContainerRuntimeReady, NetworkingReady and
+// StorageReady False for 30 minutes, AcceleratedHardwareReady False for 10
+// minutes; at most 20% of a pool unhealthy; evict for up to 10 minutes, then
+// delete; replace the node.
+//
+// When several policies select a node, the one with the highest weight wins
+// (ties: the alphabetically first name); the fields a policy leaves empty take
+// the defaults, not the values of another policy.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nrp,categories=nodemend
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.spec.weight`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
+// +kubebuilder:printcolumn:name="MaxUnhealthy",type=string,JSONPath=`.spec.maxUnhealthy`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeRepairPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec NodeRepairPolicySpec `json:"spec"`
+}
+
+// NodeRepairPolicyList is a list of NodeRepairPolicies.
+//
+// +kubebuilder:object:root=true
+type NodeRepairPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeRepairPolicy `json:"items"`
+}
+
+// NodeRepairPolicySpec selects nodes and says how they are repaired.
+type NodeRepairPolicySpec struct {
+	// NodeSelector selects the nodes this policy applies to, by node labels
+	// (for example karpenter.sh/nodepool: gpu). Empty or absent selects every
+	// node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Weight orders policies that select the same node: the highest weight
+	// applies. Default 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Weight int32 `json:"weight,omitempty"`
+
+	// Rules say which node conditions make a node unhealthy, and for how long
+	// that is tolerated before the node is repaired. Empty or absent: the
+	// default rules. The kubelet's DiskPressure, MemoryPressure and
+	// PIDPressure are refused: they are relieved by the kubelet evicting pods,
+	// and replacing the node would not help.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Rules []RepairRule `json:"rules,omitempty"`
+
+	// MaxUnhealthy is how many nodes of a pool (and of a topology zone) may be
+	// unhealthy at once while repairs go on: a count ("2") or a percentage of
+	// the pool's nodes ("20%", rounded up as PodDisruptionBudgets round).
+	// When more nodes than that are unhealthy, nothing in the pool is
+	// repaired: so many failures at once are more likely a false alarm or an
+	// outage than broken machines. Default "20%".
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnhealthy must be a count >= 0 or a percentage from 0% to 100%"
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
+
+	// Drain says how pods leave a node under repair.
+	// +optional
+	Drain *DrainPolicy `json:"drain,omitempty"`
+
+	// Action is Replace (taint, drain, hand the node to its engine for
+	// replacement) or None (count the node as unhealthy, log, never touch
+	// it). Default Replace.
+	// +optional
+	Action RepairAction `json:"action,omitempty"`
+}
+
+// RepairRule makes a node unhealthy when its condition conditionType has the
+// status status (and, if reasons is set, one of those reasons), and makes it
+// repairable once that has lasted for toleration.
+//
+// +kubebuilder:validation:XValidation:rule="duration(self.toleration) >= duration('0s')",message="toleration must not be negative"
+type RepairRule struct {
+	// ConditionType is a node condition type, for example KernelReady or
+	// Ready.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:XValidation:rule="!(self in ['DiskPressure', 'MemoryPressure', 'PIDPressure'])",message="DiskPressure, MemoryPressure and PIDPressure are never repair triggers: the kubelet relieves them by evicting pods, and replacing the node would not help"
+	ConditionType string `json:"conditionType"`
+
+	// Status is the condition status that is unhealthy.
+	// +required
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status corev1.ConditionStatus `json:"status"`
+
+	// Toleration is how long the condition may stay unhealthy before the node
+	// is repaired, counted from the condition's lastTransitionTime (or from
+	// when the controller first saw it unhealthy, if that is earlier), for
+	// example "30m".
+	// +required
+	Toleration metav1.Duration `json:"toleration"`
+
+	// Reasons, when set, limit the rule to conditions with one of these
+	// reasons (for example NvidiaXIDError). Absent: any reason.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// DrainPolicy says how pods are moved off a node under repair.
+type DrainPolicy struct {
+	// Mode is Evict (the Eviction API, which honours PodDisruptionBudgets,
+	// until the deadline; then the pods still there are deleted), Delete
+	// (delete the pods at once, ignoring PodDisruptionBudgets) or Skip (no
+	// drain by nodemend: the backend drains, as Karpenter and Cluster API
+	// do when they remove a node). DaemonSet and mirror pods always stay.
+	// Default Evict.
+	// +optional
+	Mode DrainMode `json:"mode,omitempty"`
+
+	// Deadline bounds the Evict mode, counted from the start of the repair;
+	// after it the remaining pods are deleted. Default 10m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="deadline must not be negative"
+	Deadline *metav1.Duration `json:"deadline,omitempty"`
+}
+
+// RepairAction is what happens to a node once its toleration has passed.
+// +kubebuilder:validation:Enum=Replace;None
+type RepairAction string
+
+const (
+	// ActionReplace taints, drains and hands the node to its backend.
+	ActionReplace RepairAction = "Replace"
+	// ActionNone only counts and reports the node.
+	ActionNone RepairAction = "None"
+)
+
+// DrainMode is how pods leave a node under repair.
+// +kubebuilder:validation:Enum=Evict;Delete;Skip
+type DrainMode string
+
+const (
+	// DrainEvict evicts (honouring PodDisruptionBudgets) until the deadline,
+	// then deletes.
+	DrainEvict DrainMode = "Evict"
+	// DrainDelete deletes pods at once.
+	DrainDelete DrainMode = "Delete"
+	// DrainSkip leaves draining to the backend.
+	DrainSkip DrainMode = "Skip"
+)

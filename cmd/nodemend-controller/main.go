@@ -1,0 +1,171 @@
+// Command nodemend-controller repairs nodes whose conditions stay unhealthy
+// past their toleration: taint, drain, and replace them through the engine
+// that owns them (Karpenter, Cluster API, or plain Node deletion), never more
+// than a safe share of a pool at once. See docs/repair.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/controller"
+)
+
+func main() {
+	if err := newCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "nodemend-controller:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	kubeconfig         string
+	namespace          string
+	leaderElect        bool
+	leaderElectionID   string
+	metricsAddr        string
+	healthAddr         string
+	dryRun             bool
+	backend            string
+	poolLabel          string
+	pauseConfigMap     string
+	recheckInterval    time.Duration
+	drainPollInterval  time.Duration
+	terminationTimeout time.Duration
+	concurrency        int
+	qps                float32
+	burst              int
+	debug              bool
+}
+
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "nodemend-system"
+}
+
+func newCommand() *cobra.Command {
+	var f flags
+	cmd := &cobra.Command{
+		Use:   "nodemend-controller",
+		Short: "Repair nodes whose conditions stay unhealthy: taint, drain, replace",
+		Long: `nodemend-controller watches Node conditions (the kubelet's Ready and the
+nodemend-agent's KernelReady, ContainerRuntimeReady, NetworkingReady,
+StorageReady, AcceleratedHardwareReady). A node unhealthy for longer than its
+toleration is tainted, drained with the Eviction API, and replaced through
+what owns it: its Karpenter NodeClaim, its Cluster API Machine, or (neither)
+the Node object itself. No more than maxUnhealthy (default 20%) of a pool or
+zone is ever unhealthy while repairs go on. Run two replicas: leader election
+is on by default. Every knob is documented in docs/repair.md.`,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	fl.StringVar(&f.namespace, "namespace", defaultNamespace(), "namespace of the leader election Lease and the pause ConfigMap ($POD_NAMESPACE when set)")
+	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so that only one replica repairs; turn off only for a single replica")
+	fl.StringVar(&f.leaderElectionID, "leader-election-id", "nodemend-controller", "name of the leader election Lease")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables")
+	fl.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "log and emit NodeRepairWouldStart events instead of repairing; write nothing else")
+	fl.StringVar(&f.backend, "backend", "", fmt.Sprintf("use this backend for every node (%v) instead of choosing by what owns the node", backend.Names()))
+	fl.StringVar(&f.poolLabel, "pool-label", "", "node label whose value defines pools for the safety gate, before Karpenter NodePools and Cluster API MachineDeployments")
+	fl.StringVar(&f.pauseConfigMap, "pause-configmap", "nodemend-pause", "name of the ConfigMap (in --namespace) whose existence pauses all repairs; its data.reason says why")
+	fl.DurationVar(&f.recheckInterval, "recheck-interval", 5*time.Minute, "how often a blocked repair is reconsidered")
+	fl.DurationVar(&f.drainPollInterval, "drain-poll-interval", 10*time.Second, "how often a drain pass runs while pods remain")
+	fl.DurationVar(&f.terminationTimeout, "termination-timeout", 30*time.Minute, "how long a node may outlive its hand-over to the backend before the repair is reported failed")
+	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", 4, "nodes reconciled in parallel")
+	fl.Float32Var(&f.qps, "kube-api-qps", 50, "client-side rate limit on requests to the API server")
+	fl.IntVar(&f.burst, "kube-api-burst", 100, "client-side burst above --kube-api-qps")
+	fl.BoolVar(&f.debug, "debug", false, "log at debug level")
+	return cmd
+}
+
+func run(ctx context.Context, f flags) error {
+	switch f.backend {
+	case "", backend.Karpenter, backend.ClusterAPI, backend.Node:
+	default:
+		return fmt.Errorf("--backend %q: want one of %v, or empty", f.backend, backend.Names())
+	}
+	if f.namespace == "" {
+		return errors.New("--namespace is required")
+	}
+	level := zapcore.InfoLevel
+	if f.debug {
+		level = zapcore.DebugLevel
+	}
+	// JSON logs; controller-runtime adds controller, reconcileID and Node to
+	// every reconcile's logger, the controller NodeClaim or Machine when it
+	// hands a node over.
+	log := ctrlzap.New(ctrlzap.UseDevMode(false), ctrlzap.Level(level))
+	ctrl.SetLogger(log)
+
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+	cfg.UserAgent = "nodemend-controller"
+
+	mgr, err := controller.NewManager(cfg, controller.ManagerOptions{
+		Logger: log, Namespace: f.namespace, PauseConfigMap: f.pauseConfigMap,
+		LeaderElection: f.leaderElect, LeaderElectionID: f.leaderElectionID,
+		MetricsAddr: f.metricsAddr, HealthAddr: f.healthAddr,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if _, err := controller.Setup(ctx, mgr, controller.Options{
+		Clock:                   clock.RealClock{},
+		Namespace:               f.namespace,
+		PauseConfigMap:          f.pauseConfigMap,
+		DryRun:                  f.dryRun,
+		PoolLabel:               f.poolLabel,
+		Backend:                 f.backend,
+		RecheckInterval:         f.recheckInterval,
+		DrainPollInterval:       f.drainPollInterval,
+		TerminationTimeout:      f.terminationTimeout,
+		MaxConcurrentReconciles: f.concurrency,
+		Registerer:              ctrlmetrics.Registry,
+	}); err != nil {
+		return err
+	}
+	log.Info("starting", "namespace", f.namespace, "leaderElection", f.leaderElect, "dryRun", f.dryRun, "backend", f.backend, "poolLabel", f.poolLabel)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "manager stopped")
+		return err
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}

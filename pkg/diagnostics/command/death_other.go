@@ -1,0 +1,7 @@
+//go:build !linux
+
+package command
+
+import "os/exec"
+
+func setDeathSignal(*exec.Cmd) {}

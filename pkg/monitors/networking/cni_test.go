@@ -1,0 +1,334 @@
+package networking
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/pkg/health"
+)
+
+// ipamdLine is one ipamd.log record as the VPC CNI writes it (zap JSON,
+// ISO 8601 "ts").
+func ipamdLine(ts time.Time, level, caller, msg string) string {
+	b, _ := json.Marshal(map[string]string{
+		"level": level, "ts": ts.UTC().Format("2006-01-02T15:04:05.000Z0700"), "caller": caller, "msg": msg,
+	})
+	return string(b) + "\n"
+}
+
+func unreachable(ts time.Time) string {
+	return ipamdLine(ts, "error", "k8sapi/k8sutils.go:79", `Unable to reach API Server, error communicating with apiserver: Get "https://172.20.0.1:443/version?timeout=32s": dial tcp 172.20.0.1:443: i/o timeout`)
+}
+
+func connected(ts time.Time) string {
+	return ipamdLine(ts, "info", "k8sapi/k8sutils.go:85", "Successful communication with the Cluster! Cluster Version is: v1.31. git version: v1.31.4-eks-2d5f260. git tree state: clean. commit: 0b97a5a. platform: linux/amd64")
+}
+
+type cniFixture struct {
+	t    *testing.T
+	root *hostroot.Root
+	clk  *clocktesting.FakePassiveClock
+	m    *Monitor
+}
+
+func newCNIFixture(t *testing.T) *cniFixture {
+	root := hostroot.New(t).WithProc()
+	clk := clocktesting.NewFakePassiveClock(t0)
+	return &cniFixture{t: t, root: root, clk: clk, m: New(testEnv(root, clk, nil), Options{ProbeTimeout: 2 * time.Second})}
+}
+
+func (f *cniFixture) check(want string) {
+	f.t.Helper()
+	fs, err := runCheck(f.t, f.m, "net-cni")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if got := reasons(fs); got != want {
+		f.t.Fatalf("at %v: findings %q, want %q (%v)", f.clk.Now().Sub(t0), got, want, fs)
+	}
+}
+
+func (f *cniFixture) advance(d time.Duration) { f.clk.SetTime(f.clk.Now().Add(d)) }
+
+func TestNoCNIIsNotAFault(t *testing.T) {
+	f := newCNIFixture(t)
+	for range 3 {
+		f.check("")
+		f.advance(time.Hour)
+	}
+	// An unknown CNI is not ours to judge.
+	f.root.AddCNIConfig("10-weave.conflist")
+	f.check("")
+}
+
+func TestIPAMDNotRunning(t *testing.T) {
+	f := newCNIFixture(t)
+	f.root.AddCNIConfig("10-aws.conflist")
+	f.check("")
+	f.advance(119 * time.Second)
+	f.check("")
+	f.advance(time.Second)
+	f.check("IPAMDNotRunning/aws-vpc-cni")
+	fs, _ := runCheck(t, f.m, "net-cni")
+	if want := "aws-vpc-cni is installed (/etc/cni/net.d/10-aws.conflist) but its agent aws-k8s-agent has not been running since 2026-03-14T09:26:53Z"; !strings.Contains(fs[0].Message, want) {
+		t.Fatalf("message %q", fs[0].Message)
+	}
+
+	f.root.AddProcess(hostroot.Process{PID: 2345, PPID: 2301, Comm: "aws-k8s-agent", State: 'S'})
+	f.check("")
+	// The PID is remembered: it is checked first, the scan only runs again
+	// when the process is gone.
+	if f.m.cni.reader.pids["aws-k8s-agent"] != 2345 {
+		t.Fatalf("pid not remembered: %v", f.m.cni.reader.pids)
+	}
+	f.root.Remove("proc/2345")
+	f.advance(30 * time.Second)
+	f.check("")
+	f.advance(2 * time.Minute)
+	f.check("IPAMDNotRunning/aws-vpc-cni")
+	f.root.AddProcess(hostroot.Process{PID: 2999, PPID: 2901, Comm: "aws-k8s-agent", State: 'S'})
+	f.check("")
+}
+
+func TestCNIUninstalledIsForgotten(t *testing.T) {
+	f := newCNIFixture(t)
+	f.root.AddCNIConfig("10-flannel.conflist")
+	f.check("")
+	f.advance(5 * time.Minute)
+	f.check("CNIAgentNotRunning/flannel")
+	f.root.Remove("etc/cni/net.d/10-flannel.conflist")
+	f.check("")
+	f.root.AddCNIConfig("10-flannel.conflist")
+	f.check("") // starts over
+}
+
+func TestIPAMDNotReadyFromItsLog(t *testing.T) {
+	f := newCNIFixture(t)
+	f.root.AddCNIConfig("10-aws.conflist")
+	f.root.AddProcess(hostroot.Process{PID: 2345, PPID: 2301, Comm: "aws-k8s-agent", State: 'S'})
+	log := "var/log/aws-routed-eni/ipamd.log"
+	// Lines from before the agent started say nothing about now.
+	f.root.WriteFile(log, unreachable(t0.Add(-time.Hour)))
+	f.check("")
+
+	appendFile(t, f.root.Path(log), unreachable(t0.Add(10*time.Second))+`{"level":"debug","ts":"2026-03-14T09:27:05.000Z","msg":"IP pool stats"}`+"\n")
+	f.advance(30 * time.Second)
+	f.check("") // failing for 20s
+	f.advance(5 * time.Minute)
+	f.check("IPAMDNotReady/aws-vpc-cni")
+	fs, _ := runCheck(t, f.m, "net-cni")
+	if msg := fs[0].Message; !strings.Contains(msg, "not been ready since 2026-03-14T09:27:03Z") || !strings.Contains(msg, "dial tcp 172.20.0.1:443: i/o timeout") {
+		t.Fatalf("message %q", msg)
+	}
+
+	// A partial line is kept until it is complete.
+	line := connected(f.clk.Now())
+	appendFile(t, f.root.Path(log), line[:40])
+	f.check("IPAMDNotReady/aws-vpc-cni")
+	appendFile(t, f.root.Path(log), line[40:])
+	f.check("")
+
+	// Rotation by rename: the new file is read from its start.
+	appendFile(t, f.root.Path(log), unreachable(f.clk.Now()))
+	f.check("")
+	f.advance(10 * time.Minute)
+	f.check("IPAMDNotReady/aws-vpc-cni")
+	if err := os.Rename(f.root.Path(log), f.root.Path(log+".1")); err != nil {
+		t.Fatal(err)
+	}
+	f.root.WriteFile(log, connected(f.clk.Now()))
+	f.check("")
+}
+
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	fh, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCiliumNotReadyFromItsAPI serves cilium-agent's status on a real unix
+// socket at the host path the agent uses.
+func TestCiliumNotReadyFromItsAPI(t *testing.T) {
+	f := newCNIFixture(t)
+	f.root.AddCNIConfig("05-cilium.conflist")
+	f.root.AddProcess(hostroot.Process{PID: 3100, PPID: 3000, Comm: "cilium-agent", State: 'S'})
+	var state atomic.Value
+	state.Store("Ok")
+	sock := f.root.Path(ciliumSocketPath)
+	if len(sock) > 100 {
+		t.Skipf("socket path too long for AF_UNIX: %s", sock)
+	}
+	if err := os.MkdirAll(f.root.Path("var/run/cilium"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		// models.StatusResponse, trimmed.
+		fmt.Fprintf(w, `{"cilium":{"state":"Ok","msg":"Ok"},"kubernetes":{"state":%q,"msg":"Get \"https://172.20.0.1:443/version\": dial tcp 172.20.0.1:443: connect: connection refused","k8s-api-versions":["v1"]},"kvstore":{"state":"Ok","msg":"Disabled"}}`, state.Load())
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+
+	f.check("")
+	state.Store("Failure")
+	f.check("")
+	f.advance(5 * time.Minute)
+	f.check("CNIAgentNotReady/cilium")
+	fs, _ := runCheck(t, f.m, "net-cni")
+	if !strings.Contains(fs[0].Message, "cilium-agent cannot reach the API server: Get") {
+		t.Fatalf("message %q", fs[0].Message)
+	}
+	state.Store("Ok")
+	f.check("")
+	// The agent's socket gone: not running is the other reason's business.
+	srv.Close()
+	state.Store("Failure")
+	f.advance(time.Hour)
+	f.check("")
+}
+
+func TestFelixReadiness(t *testing.T) {
+	f := newCNIFixture(t)
+	f.root.AddCNIConfig("10-calico.conflist")
+	f.root.AddProcess(hostroot.Process{PID: 4100, PPID: 4000, Comm: "calico-node", State: 'S'})
+	var ready atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ready.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "+------------------+---------+----------------+-----------------+--------+")
+		fmt.Fprintln(w, "| async_calc_graph | reporting non-ready | felix-startup |")
+	}))
+	t.Cleanup(srv.Close)
+	f.m.felixAddr = strings.TrimPrefix(srv.URL, "http://")
+	f.check("")
+	f.advance(5 * time.Minute)
+	f.check("CNIAgentNotReady/calico")
+	ready.Store(true)
+	f.check("")
+}
+
+func TestEvalIPAMDLog(t *testing.T) {
+	ts := t0
+	lines := func(ss ...string) [][]byte {
+		var out [][]byte
+		for _, s := range ss {
+			out = append(out, []byte(strings.TrimSuffix(s, "\n")))
+		}
+		return out
+	}
+	st := evalIPAMDLog(ipamdLog{}, lines(unreachable(ts), unreachable(ts.Add(time.Minute))))
+	if !st.FailingSince.Equal(ts) {
+		t.Fatalf("since %v", st.FailingSince)
+	}
+	st = evalIPAMDLog(st, lines(`{"level":"error","ts":"2026-03-14T09:30:00.000Z","caller":"aws-k8s-agent/main.go:42","msg":"Failed to check API server connectivity: invalid configuration: no configuration has been provided"}`))
+	if !st.FailingSince.Equal(ts) || !strings.Contains(st.LastError, "no configuration has been provided") {
+		t.Fatalf("%+v", st)
+	}
+	if st = evalIPAMDLog(st, lines(connected(ts.Add(time.Hour)))); !st.FailingSince.IsZero() {
+		t.Fatalf("%+v", st)
+	}
+	// Text, not JSON (an old plain-text log): skipped.
+	if st = evalIPAMDLog(st, lines("2026-03-14T09:30:00Z [ERROR] Unable to reach API Server")); !st.FailingSince.IsZero() {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestParseZapTime(t *testing.T) {
+	for raw, want := range map[string]time.Time{
+		`"2026-03-14T09:26:53.123Z"`:     t0.Add(123 * time.Millisecond),
+		`"2026-03-14T09:26:53.123+0000"`: t0.Add(123 * time.Millisecond),
+		`"2026-03-14T10:26:53+01:00"`:    t0,
+		`1773480413.5`:                   t0.Add(500 * time.Millisecond),
+		`"yesterday"`:                    {},
+		`null`:                           {},
+		`-5`:                             {},
+	} {
+		if got := parseZapTime(json.RawMessage(raw)); !got.Equal(want) {
+			t.Errorf("%s: got %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	root := hostroot.New(t)
+	p := root.Path("x.log")
+	var tail logTail
+	read := func(want string) {
+		t.Helper()
+		lines, err := tail.read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range lines {
+			got = append(got, string(l))
+		}
+		if s := strings.Join(got, "|"); s != want {
+			t.Fatalf("got %q, want %q", s, want)
+		}
+	}
+	read("") // missing file
+	root.WriteFile("x.log", "old\n")
+	read("old") // created after the first read: read from its start
+	appendFile(t, p, "a\nb")
+	read("a")
+	appendFile(t, p, "c\n\n")
+	read("bc")
+	root.WriteFile("x.log", "n\n") // truncated and rewritten
+	read("n")
+
+	var fresh logTail
+	root.WriteFile("y.log", "before\n")
+	if lines, _ := fresh.read(root.Path("y.log")); len(lines) != 0 {
+		t.Fatalf("an existing file is read from its end: %q", lines)
+	}
+	// A burst larger than one read is skipped ahead, not buffered.
+	appendFile(t, root.Path("y.log"), strings.Repeat("x", maxTailRead)+"\nlast\n")
+	lines, err := fresh.read(root.Path("y.log"))
+	if err != nil || len(lines) == 0 || string(lines[len(lines)-1]) != "last" {
+		t.Fatalf("%d lines, %v", len(lines), err)
+	}
+}
+
+func TestEvalCNIThresholdsPerReason(t *testing.T) {
+	specs := cniSpecs()
+	obs := []cniObservation{{Spec: specs[0], Config: "10-aws.conflist"}, {Spec: specs[3], Config: "10-flannel.conflist"}}
+	thr := func(r string) time.Duration {
+		if r == health.ReasonIPAMDNotRunning {
+			return time.Minute
+		}
+		return time.Hour
+	}
+	st, _ := evalCNI(cniEval{}, obs, thr, t0)
+	_, fs := evalCNI(st, obs, thr, t0.Add(2*time.Minute))
+	if got := reasons(fs); got != "IPAMDNotRunning/aws-vpc-cni" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -1,0 +1,292 @@
+package networking
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/health"
+)
+
+// linkInfo is what the interface checks need of one link.
+type linkInfo struct {
+	Name  string
+	Index int
+	// Kind is netlink's link type: "device" for a NIC (no IFLA_INFO_KIND),
+	// "veth", "bridge", "vxlan", ...
+	Kind string
+	MAC  string
+	// Loopback is IFF_LOOPBACK, AdminUp IFF_UP, Running IFF_RUNNING (the
+	// kernel sets it when the operational state is up: carrier present,
+	// lower layers up, not dormant).
+	Loopback, AdminUp, Running bool
+	OperState                  string
+	// Addresses are the link's global unicast addresses: someone configured
+	// the link, so it is meant to be up.
+	Addresses []string
+}
+
+// netSnapshot is what the interface check gathers in one netlink round.
+type netSnapshot struct {
+	Links []linkInfo
+	// DefaultRoutes counts the default routes (0.0.0.0/0, ::/0) of the main
+	// routing table, both families.
+	DefaultRoutes int
+}
+
+func (m *Monitor) runInterfaces(ctx context.Context) ([]monitor.Finding, error) {
+	if m.excludeErr != nil {
+		return nil, m.excludeErr
+	}
+	snap, err := gather(ctx, m, &m.ifaceGuard, "netlink link, address and route dump", readNetSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	thr := ifaceThresholds{
+		NotUp:      m.countThreshold(health.ReasonInterfaceNotUp),
+		NotRunning: m.countThreshold(health.ReasonInterfaceNotRunning),
+		Loopback:   m.countThreshold(health.ReasonMissingLoopbackInterface),
+	}
+	now := m.env.Clock.Now()
+	m.mu.Lock()
+	var fs []monitor.Finding
+	m.ifaces, fs = evalInterfaces(m.ifaces, snap, m.exclude, thr, now)
+	m.mu.Unlock()
+	return append(fs, evalDefaultRoute(snap, m.exclude, now)...), nil
+}
+
+// readNetSnapshot dumps links, addresses and the main routing table with a
+// netlink handle opened in the current thread's network namespace.
+func readNetSnapshot() (netSnapshot, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return netSnapshot{}, fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	links, err := linkList(h)
+	if err != nil {
+		return netSnapshot{}, err
+	}
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return netSnapshot{}, fmt.Errorf("netlink address dump: %w", err)
+	}
+	byIndex := map[int]*linkInfo{}
+	for i := range links {
+		byIndex[links[i].Index] = &links[i]
+	}
+	for _, a := range addrs {
+		if l := byIndex[a.LinkIndex]; l != nil && a.IPNet != nil && a.Scope == unix.RT_SCOPE_UNIVERSE && a.IP.IsGlobalUnicast() {
+			l.Addresses = append(l.Addresses, a.IPNet.String())
+		}
+	}
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return netSnapshot{}, fmt.Errorf("netlink route dump: %w", err)
+	}
+	snap := netSnapshot{Links: links}
+	for _, r := range routes {
+		if isDefault(r.Dst) {
+			snap.DefaultRoutes++
+		}
+	}
+	return snap, nil
+}
+
+// linkList dumps the links of the handle's namespace.
+func linkList(h *netlink.Handle) ([]linkInfo, error) {
+	ls, err := h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("netlink link dump: %w", err)
+	}
+	out := make([]linkInfo, 0, len(ls))
+	for _, l := range ls {
+		a := l.Attrs()
+		out = append(out, linkInfo{
+			Name:      a.Name,
+			Index:     a.Index,
+			Kind:      l.Type(),
+			MAC:       a.HardwareAddr.String(),
+			Loopback:  a.RawFlags&unix.IFF_LOOPBACK != 0,
+			AdminUp:   a.RawFlags&unix.IFF_UP != 0,
+			Running:   a.RawFlags&unix.IFF_RUNNING != 0,
+			OperState: a.OperState.String(),
+		})
+	}
+	return out, nil
+}
+
+// isDefault reports whether dst is a default route's destination. netlink
+// reports 0.0.0.0/0 (or ::/0) since v1.2, nil before.
+func isDefault(dst *net.IPNet) bool {
+	if dst == nil {
+		return true
+	}
+	ones, _ := dst.Mask.Size()
+	return ones == 0 && dst.IP.IsUnspecified()
+}
+
+// --- pure evaluation ---------------------------------------------------------
+
+// ifaceState is what the interface check carries between runs.
+type ifaceState struct {
+	// seenUp are the links this agent has seen administratively up: if one
+	// goes down it was meant to be up.
+	seenUp map[string]bool
+	// strikes counts consecutive failing checks per reason and link.
+	strikes strikeMap
+}
+
+type ifaceThresholds struct{ NotUp, NotRunning, Loopback int }
+
+// loopbackSubject is the subject of MissingLoopbackInterface.
+const loopbackSubject = "lo"
+
+// evalInterfaces reports, each after its threshold of consecutive checks
+// (messages stay the same while a fault lasts, so the condition is not
+// rewritten on every check):
+//   - MissingLoopbackInterface when no link is a loopback;
+//   - InterfaceNotUp for a loopback that is down, and for a watched link that
+//     is down while it was seen up before or still carries a global address
+//     (a NIC nobody configured, like an unused second ENI, is not expected);
+//   - InterfaceNotRunning for a watched link that is up without IFF_RUNNING.
+//
+// Links matching exclude are not watched; loopbacks always are. A link that
+// disappears is forgotten: CNIs delete interfaces as a matter of course.
+func evalInterfaces(prev ifaceState, snap netSnapshot, exclude *regexp.Regexp, thr ifaceThresholds, now time.Time) (ifaceState, []monitor.Finding) {
+	next := ifaceState{seenUp: map[string]bool{}, strikes: strikeMap{}}
+	var fs []monitor.Finding
+	hasLoopback := false
+	for _, l := range snap.Links {
+		if l.Loopback {
+			hasLoopback = true
+		}
+		if !l.Loopback && exclude != nil && exclude.MatchString(l.Name) {
+			continue
+		}
+		if l.AdminUp || prev.seenUp[l.Name] {
+			next.seenUp[l.Name] = true
+		}
+		switch {
+		case !l.AdminUp && (l.Loopback || prev.seenUp[l.Name] || len(l.Addresses) > 0):
+			n := next.strikes.hit(prev.strikes, health.ReasonInterfaceNotUp, l.Name)
+			if n >= thr.NotUp {
+				fs = append(fs, monitor.Finding{
+					Reason:   health.ReasonInterfaceNotUp,
+					Message:  fmt.Sprintf("interface %s is administratively down (%s) for at least %d consecutive checks", l.Name, describeLink(l, prev.seenUp[l.Name]), thr.NotUp),
+					Observed: now,
+					Subject:  l.Name,
+				})
+			}
+		case l.AdminUp && !l.Running:
+			n := next.strikes.hit(prev.strikes, health.ReasonInterfaceNotRunning, l.Name)
+			if n >= thr.NotRunning {
+				fs = append(fs, monitor.Finding{
+					Reason: health.ReasonInterfaceNotRunning,
+					Message: fmt.Sprintf("interface %s is up but not running: operational state %s, no carrier or lower layer down (%s) for at least %d consecutive checks",
+						l.Name, l.OperState, describeLink(l, false), thr.NotRunning),
+					Observed: now,
+					Subject:  l.Name,
+				})
+			}
+		}
+	}
+	if !hasLoopback {
+		n := next.strikes.hit(prev.strikes, health.ReasonMissingLoopbackInterface, loopbackSubject)
+		if n >= thr.Loopback {
+			fs = append(fs, monitor.Finding{
+				Reason:   health.ReasonMissingLoopbackInterface,
+				Message:  fmt.Sprintf("the network namespace has no loopback interface (at least %d consecutive checks): everything that connects to localhost fails", thr.Loopback),
+				Observed: now,
+				Subject:  loopbackSubject,
+			})
+		}
+	}
+	return next, fs
+}
+
+// describeLink is the identifying detail of a link in messages.
+func describeLink(l linkInfo, seenUp bool) string {
+	parts := []string{"kind " + l.Kind}
+	if l.MAC != "" {
+		parts = append(parts, "MAC "+l.MAC)
+	}
+	switch {
+	case l.Loopback:
+		parts = append(parts, "the loopback interface")
+	case len(l.Addresses) > 0:
+		parts = append(parts, "addresses "+strings.Join(l.Addresses, ", "))
+	case seenUp:
+		parts = append(parts, "it was up before")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// evalDefaultRoute reports MissingDefaultRoutes when a watched, running link
+// has a global address but the main table has no default route in either
+// family: the node cannot reach anything off its subnets. A namespace with
+// nothing but loopback is not expected to route anywhere.
+func evalDefaultRoute(snap netSnapshot, exclude *regexp.Regexp, now time.Time) []monitor.Finding {
+	if snap.DefaultRoutes > 0 {
+		return nil
+	}
+	var addressed []string
+	for _, l := range snap.Links {
+		if l.Loopback || !l.AdminUp || !l.Running || len(l.Addresses) == 0 || exclude != nil && exclude.MatchString(l.Name) {
+			continue
+		}
+		addressed = append(addressed, l.Name+" "+strings.Join(l.Addresses, ","))
+	}
+	if len(addressed) == 0 {
+		return nil
+	}
+	slices.Sort(addressed)
+	return []monitor.Finding{{
+		Reason: health.ReasonMissingDefaultRoutes,
+		Message: fmt.Sprintf("no default route in the main routing table (IPv4 or IPv6) although %s: traffic off the local subnets has nowhere to go",
+			strings.Join(addressed, "; ")),
+		Observed: now,
+	}}
+}
+
+// strikeKey identifies a consecutive-failure counter.
+type strikeKey struct{ reason, subject string }
+
+// strikeMap counts consecutive failing checks. A check builds a fresh map
+// each run from the previous one, so a subject that passes (or vanishes) is
+// reset without bookkeeping.
+type strikeMap map[strikeKey]int
+
+// hit records a failure of (reason, subject) in m, continuing the count of
+// prev, and returns the count.
+func (m strikeMap) hit(prev strikeMap, reason, subject string) int {
+	k := strikeKey{reason, subject}
+	n := prev[k] + 1
+	m[k] = n
+	return n
+}
+
+// strikes is a single consecutive-failure counter.
+type strikes struct {
+	n     int
+	since time.Time
+}
+
+// fail records a failure at now and returns the count.
+func (s *strikes) fail(now time.Time) int {
+	if s.n == 0 {
+		s.since = now
+	}
+	s.n++
+	return s.n
+}
+
+func (s *strikes) reset() { *s = strikes{} }

@@ -1,0 +1,228 @@
+// Package networking is the networking monitor: it owns the NetworkingReady
+// condition, on any Linux node and with any CNI.
+//
+// Periodic checks read the node's network namespace through netlink (links,
+// addresses, routes), ethtool statistics through the ETHTOOL_GSTATS ioctl
+// (the ENA allowance counters), /proc (conntrack, sysctls, CNI agent
+// processes), the CNI agent's log or health endpoint, kube-proxy's health
+// endpoint and the node's DNS resolvers. Log rules read kernel messages about
+// NIC transmit timeouts and driver resets.
+//
+// Every check splits into a gatherer, the only I/O, run with a timeout so a
+// wedged driver or a stuck rtnl lock cannot hold a scheduler worker, and a
+// pure evaluation function. State that spans checks (consecutive failures,
+// counter readings, "not running since") lives in the Monitor.
+package networking
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/health"
+)
+
+// Name is the registry monitor name.
+const Name = "networking"
+
+// Defaults of Options.
+const (
+	DefaultPeriod       = 30 * time.Second
+	DefaultProbeTimeout = 5 * time.Second
+	// DefaultKubeProxyHealthz is kube-proxy's --healthz-bind-address default.
+	DefaultKubeProxyHealthz = "127.0.0.1:10256"
+	// DefaultDNSQueryName is asked of the resolvers: any resolver answers a
+	// query for the root, if only with REFUSED, without depending on a zone
+	// the cluster may not have.
+	DefaultDNSQueryName = "."
+	// DefaultExcludeInterfaces are interface names InterfaceNotUp and
+	// InterfaceNotRunning do not watch: the host ends of pod interfaces and the
+	// devices CNIs, container engines and kube-proxy create and delete as they
+	// please. Anchored at both ends.
+	DefaultExcludeInterfaces = `^(veth.*|cali.*|lxc.*|docker\d*|br-[0-9a-f]+|cni\d*|flannel.*|vxlan.*|tunl\d*|tun\d*|tap.*|` +
+		`kube-ipvs\d*|kube-bridge|nodelocaldns|ifb\d*|dummy\d*|cilium_.*|genev_sys_.*|eni[0-9a-f]{11}|vlan.*|` +
+		`weave|datapath|vethwe.*|virbr\d*.*|nerdctl\d*|podman\d*)$`
+)
+
+// Options configure the monitor. Zero values take the defaults.
+type Options struct {
+	// Period is the period of every check.
+	Period time.Duration
+	// ProbeTimeout bounds the input gathering of one check: the netlink dumps,
+	// ethtool ioctls and /proc reads, and each network probe.
+	ProbeTimeout time.Duration
+	// ExcludeInterfaces is an RE2 pattern of interface names not watched by
+	// InterfaceNotUp and InterfaceNotRunning; "" means
+	// DefaultExcludeInterfaces. It is matched against the whole name only if
+	// it is anchored, like the default.
+	ExcludeInterfaces string
+	// NetNS is the network namespace to inspect, as a host path read under
+	// Env.HostRoot (e.g. /proc/1/ns/net for an agent pod without
+	// hostNetwork, or /run/netns/NAME). "" means the agent's own.
+	NetNS string
+	// DNSServer is the resolver to probe, "host" or "host:port"; "" means
+	// every nameserver of <host-root>/etc/resolv.conf.
+	DNSServer string
+	// DNSQueryName is the name asked; "" means DefaultDNSQueryName.
+	DNSQueryName string
+	// KubeProxyHealthz is kube-proxy's health address, host:port; "" means
+	// DefaultKubeProxyHealthz.
+	KubeProxyHealthz string
+	// Stats opens ethtool statistics readers; nil means the ETHTOOL_GSTATS
+	// ioctl. Tests inject fixtures.
+	Stats StatsSource
+}
+
+// Monitor implements monitor.Monitor for NetworkingReady.
+type Monitor struct {
+	env     monitor.Env
+	opts    Options
+	ns      netNS
+	exclude *regexp.Regexp
+	// excludeErr is why ExcludeInterfaces did not compile; the interface
+	// check reports it instead of guessing.
+	excludeErr error
+	// felixAddr is calico-node's readiness endpoint (tests move it).
+	felixAddr string
+
+	// One guard per check: a gatherer stuck in the kernel blocks only its
+	// own check, and is not started again while stuck.
+	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard bounded.Guard
+
+	mu       sync.Mutex
+	ifaces   ifaceState
+	counters map[counterKey]uint64
+	cni      cniState
+	proxy    proxyState
+	dns      strikes
+}
+
+var _ monitor.Monitor = (*Monitor)(nil)
+
+// New builds the networking monitor. It opens nothing: every check opens its
+// netlink and ethtool sockets in the inspected namespace and closes them.
+func New(env monitor.Env, opts Options) *Monitor {
+	env = env.WithDefaults()
+	if opts.Period <= 0 {
+		opts.Period = DefaultPeriod
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opts.ExcludeInterfaces == "" {
+		opts.ExcludeInterfaces = DefaultExcludeInterfaces
+	}
+	if opts.DNSQueryName == "" {
+		opts.DNSQueryName = DefaultDNSQueryName
+	}
+	if opts.KubeProxyHealthz == "" {
+		opts.KubeProxyHealthz = DefaultKubeProxyHealthz
+	}
+	if opts.Stats == nil {
+		opts.Stats = EthtoolStats{}
+	}
+	m := &Monitor{env: env, opts: opts, counters: map[counterKey]uint64{}, felixAddr: felixReadinessAddr}
+	if opts.NetNS != "" {
+		m.ns = netNS{path: filepath.Join(env.HostRoot, opts.NetNS)}
+	}
+	m.exclude, m.excludeErr = regexp.Compile(opts.ExcludeInterfaces)
+	if m.excludeErr != nil {
+		m.excludeErr = fmt.Errorf("invalid interface exclusion pattern %q: %w", opts.ExcludeInterfaces, m.excludeErr)
+	}
+	return m
+}
+
+// Name implements monitor.Monitor.
+func (m *Monitor) Name() string { return Name }
+
+// Checks implements monitor.Monitor.
+func (m *Monitor) Checks() []monitor.Check {
+	p := m.opts.Period
+	return []monitor.Check{
+		{
+			Name:   "net-interfaces",
+			Period: p,
+			Reasons: []string{health.ReasonInterfaceNotUp, health.ReasonInterfaceNotRunning,
+				health.ReasonMissingLoopbackInterface, health.ReasonMissingDefaultRoutes},
+			Run: m.runInterfaces,
+		},
+		{
+			Name:    "net-ena-allowances",
+			Period:  p,
+			Reasons: allowanceReasons(),
+			Run:     m.runAllowances,
+		},
+		{
+			Name:    "net-sysctls",
+			Period:  p,
+			Reasons: []string{health.ReasonApproachingConntrackMax, health.ReasonNetworkSysctl},
+			Run:     m.runSysctls,
+		},
+		{
+			Name:   "net-cni",
+			Period: p,
+			Reasons: []string{health.ReasonIPAMDNotRunning, health.ReasonIPAMDNotReady,
+				health.ReasonCNIAgentNotRunning, health.ReasonCNIAgentNotReady},
+			Run: m.runCNI,
+		},
+		{
+			Name:    "net-kube-proxy",
+			Period:  p,
+			Reasons: []string{health.ReasonKubeProxyNotReady},
+			Run:     m.runKubeProxy,
+		},
+		{
+			Name:    "net-dns",
+			Period:  p,
+			Reasons: []string{health.ReasonDNSResolverUnreachable},
+			Run:     m.runDNS,
+		},
+	}
+}
+
+// hostPath is a host path under the host root.
+func (m *Monitor) hostPath(rel string) string { return filepath.Join(m.env.HostRoot, rel) }
+
+// gather runs fn in the inspected network namespace, bounded by the probe
+// timeout and guarded: a gatherer stuck in the kernel is reported as an
+// error, and not started again until it returns.
+func gather[T any](ctx context.Context, m *Monitor, g *bounded.Guard, what string, fn func() (T, error)) (T, error) {
+	return bounded.Run(ctx, g, what, m.opts.ProbeTimeout, func() (T, error) {
+		var v T
+		err := m.ns.run(func() error {
+			var err error
+			v, err = fn()
+			return err
+		})
+		return v, err
+	})
+}
+
+// countThreshold is a reason's threshold as a count of at least 1.
+func (m *Monitor) countThreshold(reason string) int {
+	v := m.env.Threshold(reason)
+	if v != v || v < 1 { // NaN or below one
+		return 1
+	}
+	if v > 1<<30 {
+		return 1 << 30
+	}
+	return int(v + 0.999999)
+}
+
+// secondsThreshold is a reason's threshold in seconds as a duration.
+func (m *Monitor) secondsThreshold(reason string) time.Duration {
+	v := m.env.Threshold(reason)
+	if v != v || v <= 0 {
+		return 0
+	}
+	if v > float64(1<<62)/float64(time.Second) {
+		return 1 << 62
+	}
+	return time.Duration(v * float64(time.Second))
+}

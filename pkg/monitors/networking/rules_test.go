@@ -1,0 +1,184 @@
+package networking
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"nodemend.dev/nodemend/internal/netnstest"
+	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/rules"
+)
+
+func kmsg(text string) logline.Line { return logline.Line{Source: logline.Kmsg, Text: text, Time: t0} }
+
+type ruleCase struct {
+	name string
+	line logline.Line
+	want []monitor.Finding // nil: no match
+}
+
+func finding(reason, subject, msg string) []monitor.Finding {
+	return []monitor.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
+}
+
+// Lines as the kernels named in rules.go print them (without the kmsg
+// record prefix, which the kmsg source strips).
+var ruleCases = []ruleCase{
+	{
+		name: "netdev watchdog, 5.x",
+		line: kmsg("NETDEV WATCHDOG: eth0 (ena): transmit queue 3 timed out"),
+		want: finding(health.ReasonNICTransmitTimeout, "eth0", "eth0 (ena): transmit queue 3 timed out; the driver resets the device"),
+	},
+	{
+		name: "netdev watchdog, 6.5 with duration",
+		line: kmsg("NETDEV WATCHDOG: ens5 (ena): transmit queue 1 timed out 5376 ms"),
+		want: finding(health.ReasonNICTransmitTimeout, "ens5", "ens5 (ena): transmit queue 1 timed out; the driver resets the device"),
+	},
+	{
+		name: "netdev watchdog, 6.8+ netdev_crit",
+		line: kmsg("ena 0000:00:05.0 eth0: NETDEV WATCHDOG: CPU: 3: transmit queue 2 timed out 5120 ms"),
+		want: finding(health.ReasonNICTransmitTimeout, "eth0", "eth0 (ena): transmit queue 2 timed out; the driver resets the device"),
+	},
+	{
+		name: "netdev watchdog, virtio",
+		line: kmsg("virtio_net virtio1 ens3: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 6012 ms"),
+		want: finding(health.ReasonNICTransmitTimeout, "ens3", "ens3 (virtio_net): transmit queue 0 timed out; the driver resets the device"),
+	},
+	{
+		name: "the WARN splat's module list is not another timeout",
+		line: kmsg("Modules linked in: ena nf_conntrack xfs"),
+	},
+	{
+		name: "ENA reset completed",
+		line: kmsg("ena 0000:00:06.0: Device reset completed successfully, Driver info: Elastic Network Adapter (ENA) v2.8.0g"),
+		want: finding(health.ReasonNICDriverReset, "0000:00:06.0", "ENA device 0000:00:06.0 was reset by its driver"),
+	},
+	{
+		name: "ENA keep-alive timeout",
+		line: kmsg("ena 0000:00:05.0 eth0: Keep alive watchdog timeout."),
+		want: finding(health.ReasonNICDriverReset, "eth0", "ENA device eth0 missed its keep-alive; the driver resets it"),
+	},
+	{
+		name: "another driver's reset completion line",
+		line: kmsg("nvme nvme0: Device reset completed successfully"),
+	},
+	{
+		name: "i40e tx_timeout recovery",
+		line: kmsg("i40e 0000:3b:00.0 ens1f0: tx_timeout recovery level 1, txqueue 5"),
+		want: finding(health.ReasonNICDriverReset, "ens1f0", "ens1f0 (i40e): transmit timeout, driver recovery level 1 (queue, PF or core reset)"),
+	},
+	{
+		name: "link flaps are InterfaceNotRunning's business, from netlink",
+		line: kmsg("ena 0000:00:05.0 eth0: Link is down"),
+	},
+}
+
+func TestRules(t *testing.T) {
+	mt, err := rules.Compile(Rules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
+	for _, tc := range ruleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []monitor.Finding
+			mt.Match(tc.line, func(match rules.Match) { got = append(got, m.Interpret(match)...) })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("line %q\n got %+v\nwant %+v", tc.line.Text, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEveryRuleHasAPositiveCase(t *testing.T) {
+	for i, r := range Rules() {
+		mt, err := rules.Compile([]rules.Rule{r})
+		if err != nil {
+			t.Fatalf("rule %d (%s): %v", i, r.Reason, err)
+		}
+		hit := false
+		for _, tc := range ruleCases {
+			if tc.want != nil {
+				mt.Match(tc.line, func(rules.Match) { hit = true })
+			}
+		}
+		if !hit {
+			t.Errorf("rule %d (%s, %q) has no positive case", i, r.Reason, r.Contains)
+		}
+	}
+}
+
+// TestRegistryCoverage: every NetworkingReady reason is produced by a rule
+// (log) or declared by a check (check), and nothing else is.
+func TestRegistryCoverage(t *testing.T) {
+	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
+	got := map[string]health.Source{}
+	for _, r := range m.Rules() {
+		got[r.Reason] = health.FromLog
+	}
+	for _, c := range m.Checks() {
+		if c.Period <= 0 || c.Run == nil {
+			t.Errorf("check %s: want a period and Run", c.Name)
+		}
+		for _, r := range c.Reasons {
+			got[r] = health.FromCheck
+		}
+	}
+	for _, r := range health.Reasons() {
+		if r.Condition != health.NetworkingReady {
+			continue
+		}
+		if src, ok := got[r.Name]; !ok || src != r.Source {
+			t.Errorf("registry reason %s (%s) is produced as %q", r.Name, r.Source, src)
+		}
+		delete(got, r.Name)
+	}
+	if len(got) != 0 {
+		t.Errorf("reasons outside NetworkingReady: %v", got)
+	}
+	mon, ok := health.LookupMonitor(Name)
+	if !ok || mon.Condition != health.NetworkingReady || m.Name() != Name {
+		t.Fatalf("registry monitor %q: %+v", Name, mon)
+	}
+}
+
+// TestThisMachineRaisesNothing runs every check against the real host this
+// test runs on (host root /, the test's own network namespace): real
+// netlink, real ethtool ioctls, real /proc, the real resolver. A clean
+// machine raises nothing.
+func TestThisMachineRaisesNothing(t *testing.T) {
+	m := New(monitor.Env{}, Options{})
+	for _, c := range m.Checks() {
+		for range 3 {
+			fs, err := c.Run(context.Background())
+			if err != nil {
+				t.Errorf("%s: %v", c.Name, err)
+			}
+			if len(fs) != 0 {
+				t.Errorf("%s on this machine: %v", c.Name, fs)
+			}
+		}
+	}
+}
+
+// TestFreshNamespaceRaisesNothing: a new network namespace with only
+// loopback up, inspected through NetNS with the real host root.
+func TestFreshNamespaceRaisesNothing(t *testing.T) {
+	ns := netnstest.New(t)
+	ns.Up("lo")
+	m := New(monitor.Env{}, Options{NetNS: ns.Path})
+	for _, c := range m.Checks() {
+		if c.Name == "net-dns" {
+			continue // the host's resolver is unreachable from an empty namespace, by construction
+		}
+		for range 3 {
+			fs, err := c.Run(context.Background())
+			if err != nil || len(fs) != 0 {
+				t.Errorf("%s in a fresh namespace: %v, %v", c.Name, fs, err)
+			}
+		}
+	}
+}

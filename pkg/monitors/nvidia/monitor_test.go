@@ -1,0 +1,132 @@
+package nvidia_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors/accel"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvidiafake"
+)
+
+func check(t *testing.T, m *nvidia.Monitor, name string) []monitor.Finding {
+	t.Helper()
+	for _, c := range m.Checks() {
+		if c.Name == name {
+			fs, err := c.Run(context.Background())
+			if err != nil {
+				t.Fatalf("check %s: %v", name, err)
+			}
+			return fs
+		}
+	}
+	t.Fatalf("no check %s", name)
+	return nil
+}
+
+func TestAppliesOnlyWithGPUs(t *testing.T) {
+	ctx := context.Background()
+	empty := hostroot.New(t)
+	if nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.NoDriver}).Applies(ctx) {
+		t.Fatal("a node without driver or device nodes is not an NVIDIA node")
+	}
+	if nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{}).Applies(ctx) {
+		t.Fatal("no NVML configured and no device nodes")
+	}
+	if nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.New().Opener()}).Applies(ctx) {
+		t.Fatal("a driver that sees no GPU does not make an NVIDIA node")
+	}
+	if !nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.New(nvidiafake.GPUs(1)...).Opener()}).Applies(ctx) {
+		t.Fatal("NVML sees a GPU")
+	}
+	gpus := hostroot.New(t).WithNvidiaGPUs(2)
+	if !nvidia.New(monitor.Env{HostRoot: gpus.Dir}, nvidia.Options{Open: nvidiafake.NoDriver}).Applies(ctx) {
+		t.Fatal("/dev/nvidiaN without a loadable NVML still applies (kernel XIDs, device count)")
+	}
+}
+
+func TestDeviceCountWithFakeNVML(t *testing.T) {
+	root := hostroot.New(t).WithNvidiaGPUs(8)
+	drv := nvidiafake.New(nvidiafake.GPUs(8)...)
+	labels := func(context.Context) (map[string]string, error) {
+		return map[string]string{accel.InstanceTypeLabel: "p5.48xlarge"}, nil
+	}
+	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener(), NodeLabels: labels, Expect: accel.ExpectOptions{Table: accel.NvidiaGPUs()}})
+	if fs := check(t, m, "nvidia-device-count"); fs != nil {
+		t.Fatalf("healthy p5.48xlarge: %+v", fs)
+	}
+	drv.SetDevices(nvidiafake.GPUs(7))
+	fs := check(t, m, "nvidia-device-count")
+	if len(fs) != 1 || fs[0].Reason != health.ReasonNvidiaDeviceCountMismatch {
+		t.Fatalf("a GPU gone from the driver: %+v", fs)
+	}
+	drv.SetDevicesError(errors.New("GPU is lost"))
+	if fs := check(t, m, "nvidia-device-count"); len(fs) != 1 {
+		t.Fatalf("a driver that cannot count: %+v", fs)
+	}
+}
+
+func TestHealthCheckAndFabricManager(t *testing.T) {
+	root := hostroot.New(t).WithNvidiaGPUs(2).WithNVSwitches(4).WithProc()
+	drv := nvidiafake.New(nvidiafake.GPUs(2)...)
+	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener()})
+	if fs := check(t, m, "nvidia-health"); fs != nil {
+		t.Fatalf("unsupported fields everywhere is healthy: %+v", fs)
+	}
+	drv.SetSample(1, nvidia.Sample{Fields: []nvidia.FieldValue{nvidia.UintField(nvidia.FieldECCDBEVolatileTotal, 1)}})
+	fs := check(t, m, "nvidia-health")
+	if len(fs) != 1 || fs[0].Reason != health.ReasonNvidiaDoubleBitError || fs[0].Subject != "0000:2b:00" {
+		t.Fatalf("DBE on GPU 1: %+v", fs)
+	}
+	fs = check(t, m, "nvidia-fabric-manager")
+	if len(fs) != 1 || fs[0].Reason != health.ReasonFabricManagerNotRunning {
+		t.Fatalf("NVSwitch system without nv-fabricmanager: %+v", fs)
+	}
+	root.AddProcess(hostroot.Process{PID: 2345, PPID: 1, Comm: "nv-fabricmanager", State: 'S'})
+	if fs := check(t, m, "nvidia-fabric-manager"); fs != nil {
+		t.Fatalf("FM running: %+v", fs)
+	}
+}
+
+func TestHealthCheckWithoutNVMLIsAnError(t *testing.T) {
+	root := hostroot.New(t).WithNvidiaGPUs(1)
+	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.NoDriver})
+	for _, c := range m.Checks() {
+		if c.Name == "nvidia-health" {
+			if _, err := c.Run(context.Background()); !errors.Is(err, nvidia.ErrNoDriver) {
+				t.Fatalf("want ErrNoDriver (the previous state is kept), got %v", err)
+			}
+		}
+	}
+}
+
+// TestStreamPushesEvents: an NVML event reaches the report callback at once,
+// not at the next check period.
+func TestStreamPushesEvents(t *testing.T) {
+	drv := nvidiafake.New(nvidiafake.GPUs(2)...)
+	m := nvidia.New(monitor.Env{HostRoot: hostroot.New(t).Dir}, nvidia.Options{Open: drv.Opener(), CheckPeriod: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan monitor.Finding, 1)
+	_, armed := drv.Watching()
+	go func() { _ = m.Stream(ctx, func(f monitor.Finding) { got <- f }) }()
+	<-armed
+	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	drv.Emit(nvidia.Event{Device: nvidiafake.GPUs(2)[1], Kind: nvidia.EventXID, XID: 79, Observed: at})
+	select {
+	case f := <-got:
+		if f.Reason != health.ReasonNvidiaXID79Error || f.Subject != "0000:2b:00" || !f.Observed.Equal(at) {
+			t.Fatalf("finding %+v", f)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event was not pushed")
+	}
+	if err := m.Close(); err != nil || drv.Closes() != 1 {
+		t.Fatalf("Close: %v, closes %d", err, drv.Closes())
+	}
+}

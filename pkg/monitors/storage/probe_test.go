@@ -1,0 +1,194 @@
+package storage
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/internal/hostroot"
+)
+
+func TestWriteProbeWritesOnlyItsDirectory(t *testing.T) {
+	root := hostroot.New(t)
+	m := New(testEnv(root, clocktesting.NewFakePassiveClock(t0), nil), Options{})
+	for range 3 {
+		if fs, err := runCheck(t, m, "storage-write-probe"); err != nil || len(fs) != 0 {
+			t.Fatalf("%v, %v", fs, err)
+		}
+	}
+	// The probe directory is the only thing it leaves: empty, mode 0700.
+	var paths []string
+	_ = filepath.Walk(root.Dir, func(p string, info os.FileInfo, err error) error {
+		if p != root.Dir {
+			rel, _ := filepath.Rel(root.Dir, p)
+			paths = append(paths, rel)
+		}
+		return nil
+	})
+	if strings.Join(paths, ",") != "var,var/lib,var/lib/nodemend,var/lib/nodemend/probe" {
+		t.Fatalf("the probe left %v", paths)
+	}
+	fi, err := os.Stat(root.Path("var/lib/nodemend/probe"))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("%v %v", fi.Mode(), err)
+	}
+}
+
+// mountTmpfs mounts a tmpfs at dir with opts, skipping the test where
+// mounting is not allowed (not root).
+func mountTmpfs(t *testing.T, dir string, flags uintptr, opts string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, opts); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+}
+
+// TestWriteProbeRealReadOnlyFilesystem: the probe directory's filesystem
+// is really read-only (a tmpfs mounted ro, then remounted rw): the kernel's
+// EROFS makes FilesystemNotWritable after two probes, and the remount
+// clears it.
+func TestWriteProbeRealReadOnlyFilesystem(t *testing.T) {
+	root := hostroot.New(t)
+	dir := root.Path("var/lib/nodemend")
+	mountTmpfs(t, dir, unix.MS_RDONLY, "size=64k")
+	clk := clocktesting.NewFakePassiveClock(t0)
+	m := New(testEnv(root, clk, nil), Options{})
+	check := func(want string) {
+		t.Helper()
+		fs, err := runCheck(t, m, "storage-write-probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := reasons(fs); got != want {
+			t.Fatalf("got %q, want %q (%v)", got, want, fs)
+		}
+		clk.SetTime(clk.Now().Add(30 * time.Second))
+	}
+	check("")
+	check("FilesystemNotWritable//var/lib/nodemend/probe")
+	fs, _ := runCheck(t, m, "storage-write-probe")
+	if want := "cannot write and fsync a file in /var/lib/nodemend/probe since 2026-03-14T09:26:53Z (at least 2 consecutive probes): read-only file system"; fs[0].Message != want {
+		t.Fatalf("message %q", fs[0].Message)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_REMOUNT, "size=64k"); err != nil {
+		t.Fatal(err)
+	}
+	check("")
+}
+
+// TestWriteProbeFullDiskIsNotThisFault fills a real tiny tmpfs: ENOSPC is
+// FilesystemNearFull's business, not a filesystem that refuses writes.
+func TestWriteProbeFullDiskIsNotThisFault(t *testing.T) {
+	root := hostroot.New(t)
+	dir := root.Path("var/lib/nodemend")
+	mountTmpfs(t, dir, 0, "size=16k")
+	if err := os.MkdirAll(filepath.Join(dir, "probe"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	filler, _ := os.Create(filepath.Join(dir, "filler"))
+	for {
+		if _, err := filler.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	m := New(testEnv(root, clocktesting.NewFakePassiveClock(t0), nil), Options{})
+	for range 3 {
+		if fs, err := runCheck(t, m, "storage-write-probe"); err != nil || len(fs) != 0 {
+			t.Fatalf("%v, %v", fs, err)
+		}
+	}
+}
+
+// TestHungWriteProbe uses a blocking fake for a write that never returns
+// (a disk that stopped completing I/O): each check returns within the
+// probe timeout, no second probe starts while the first hangs, the hang is
+// itself the finding, and a probe that finally returns clears it.
+func TestHungWriteProbe(t *testing.T) {
+	root := hostroot.New(t)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	m := New(testEnv(root, clk, nil), Options{ProbeTimeout: 100 * time.Millisecond})
+	release := make(chan struct{})
+	var calls atomic.Int32
+	m.writeProbe = func(dir string) error {
+		calls.Add(1)
+		<-release
+		return nil
+	}
+	var msgs []string
+	for i := range 4 {
+		start := time.Now()
+		fs, err := runCheck(t, m, "storage-write-probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("check %d took %v", i, d)
+		}
+		if (len(fs) == 1) != (i >= 1) {
+			t.Fatalf("check %d: %v", i, fs)
+		}
+		if len(fs) == 1 {
+			msgs = append(msgs, fs[0].Message)
+		}
+		clk.SetTime(clk.Now().Add(30 * time.Second))
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d probes started while the first hangs", calls.Load())
+	}
+	if msgs[0] != msgs[1] || msgs[1] != msgs[2] || !strings.Contains(msgs[0], "the write and fsync have not returned since") {
+		t.Fatalf("messages %q", msgs)
+	}
+	close(release)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if busy, _ := m.probeGuard.Busy(); !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("probe still busy")
+		}
+	}
+	if fs, err := runCheck(t, m, "storage-write-probe"); err != nil || len(fs) != 0 {
+		t.Fatalf("after the probe returned: %v, %v", fs, err)
+	}
+}
+
+func TestClassifyProbe(t *testing.T) {
+	pathErr := func(errno unix.Errno) error { return &os.PathError{Op: "open", Path: "/x", Err: errno} }
+	for _, tc := range []struct {
+		err     error
+		want    probeOutcome
+		detail  string
+		wantErr bool
+	}{
+		{nil, probeOK, "", false},
+		{pathErr(unix.EROFS), probeFault, "read-only file system", false},
+		{pathErr(unix.EIO), probeFault, "input/output error", false},
+		{pathErr(unix.EUCLEAN), probeFault, "structure needs cleaning", false},
+		{pathErr(unix.ENOSPC), probeFull, "", false},
+		{pathErr(unix.EDQUOT), probeFull, "", false},
+		{pathErr(unix.EACCES), probeOK, "", true},
+		{pathErr(unix.ENOTDIR), probeOK, "", true},
+		{&bounded.StuckError{What: "w", Since: t0}, probeFault, "have not returned since 2026-03-14T09:26:53Z (timeout 10s)", false},
+	} {
+		o, detail, err := classifyProbe(tc.err, 10*time.Second)
+		if o != tc.want || (err != nil) != tc.wantErr || !strings.Contains(detail, tc.detail) {
+			t.Errorf("%v: %v %q %v", tc.err, o, detail, err)
+		}
+	}
+	if !errors.Is(pathErr(unix.EROFS), unix.EROFS) {
+		t.Fatal("errno wrapping")
+	}
+}

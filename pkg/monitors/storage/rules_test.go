@@ -1,0 +1,244 @@
+package storage
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/rules"
+)
+
+func kmsg(text string) logline.Line { return logline.Line{Source: logline.Kmsg, Text: text, Time: t0} }
+
+func journal(unit, text string) logline.Line {
+	return logline.Line{Source: logline.Journal, Unit: unit, Text: text, Time: t0}
+}
+
+type ruleCase struct {
+	name string
+	line logline.Line
+	want []monitor.Finding
+}
+
+func finding(reason, subject, msg string) []monitor.Finding {
+	return []monitor.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
+}
+
+// ruleCases are interpreted by a monitor whose mount check saw
+// hostroot.DefaultMounts: nvme0n1p1 holds / and /var/lib/kubelet, nvme1n1
+// holds /var/lib/containerd.
+var ruleCases = []ruleCase{
+	// --- BlockDeviceIOError ---
+	{
+		name: "I/O error, 6.x",
+		line: kmsg("I/O error, dev nvme1n1, sector 2048 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2"),
+		want: finding(health.ReasonBlockDeviceIOError, "nvme1n1", "I/O error on block device nvme1n1 at sector 2048"),
+	},
+	{
+		name: "I/O error, 5.x blk_update_request",
+		line: kmsg("blk_update_request: I/O error, dev xvdf, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0"),
+		want: finding(health.ReasonBlockDeviceIOError, "xvdf", "I/O error on block device xvdf at sector 8"),
+	},
+	{
+		name: "I/O error, 2.6/3.x end_request",
+		line: kmsg("end_request: I/O error, dev sde, sector 52428288"),
+		want: finding(health.ReasonBlockDeviceIOError, "sde", "I/O error on block device sde at sector 52428288"),
+	},
+	{
+		name: "critical medium error",
+		line: kmsg("critical medium error, dev sdb, sector 123456 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 2"),
+		want: finding(health.ReasonBlockDeviceIOError, "sdb", "critical medium error on block device sdb at sector 123456"),
+	},
+	{
+		name: "buffer I/O error",
+		line: kmsg("Buffer I/O error on dev nvme1n1p1, logical block 1234, lost async page write"),
+		want: finding(health.ReasonBlockDeviceIOError, "nvme1n1p1", "I/O error on block device nvme1n1p1 at logical block 1234 (buffer cache)"),
+	},
+	{
+		name: "buffer I/O error, older wording",
+		line: kmsg("Buffer I/O error on device sdb1, logical block 0"),
+		want: finding(health.ReasonBlockDeviceIOError, "sdb1", "I/O error on block device sdb1 at logical block 0 (buffer cache)"),
+	},
+	{name: "the emulated floppy every VM has", line: kmsg("blk_update_request: I/O error, dev fd0, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0")},
+	{name: "the emulated CD-ROM", line: kmsg("I/O error, dev sr0, sector 0 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 2")},
+	{name: "a loop device", line: kmsg("Buffer I/O error on dev loop3, logical block 0, async page read")},
+	{name: "an error that is not an I/O error", line: kmsg("nvme nvme0: I/O 123 QID 4 timeout, aborting")},
+
+	// --- FilesystemShutdown / FilesystemError ---
+	{
+		name: "XFS shutdown of the root filesystem, 6.x",
+		line: kmsg("XFS (nvme0n1p1): Corruption of in-memory data (0x8) detected at xfs_trans_cancel+0x14f/0x190 [xfs] (fs/xfs/xfs_trans.c:1097).  Shutting down filesystem."),
+		want: finding(health.ReasonFilesystemShutdown, "nvme0n1p1",
+			"XFS on nvme0n1p1 shut down: Corruption of in-memory data (0x8) detected at xfs_trans_cancel+0x14f/0x190 [xfs] (fs/xfs/xfs_trans.c:1097), which holds /: every access to it now fails until it is unmounted and repaired"),
+	},
+	{
+		name: "XFS shutdown, 5.x wording",
+		line: kmsg("XFS (nvme0n1p1): Log I/O Error Detected. Shutting down filesystem"),
+		want: finding(health.ReasonFilesystemShutdown, "nvme0n1p1",
+			"XFS on nvme0n1p1 shut down: Log I/O Error Detected, which holds /: every access to it now fails until it is unmounted and repaired"),
+	},
+	{
+		name: "XFS shutdown summary line, 6.x",
+		line: kmsg("XFS (nvme0n1p1): Filesystem has been shut down due to log error (0x2)."),
+		want: finding(health.ReasonFilesystemShutdown, "nvme0n1p1",
+			"XFS on nvme0n1p1 shut down due to log error, which holds /: every access to it now fails until it is unmounted and repaired"),
+	},
+	{
+		name: "XFS shutdown of a pod's volume is the workload's",
+		line: kmsg("XFS (nvme3n1): Log I/O Error Detected. Shutting down filesystem"),
+		want: finding(health.ReasonFilesystemError, "nvme3n1", "XFS on nvme3n1 shut down: Log I/O Error Detected (no configured path is on it)"),
+	},
+	{
+		name: "XFS advice line",
+		line: kmsg("XFS (nvme0n1p1): Please unmount the filesystem and rectify the problem(s)"),
+	},
+	{
+		name: "ext4 error",
+		line: kmsg("EXT4-fs error (device nvme1n1): ext4_find_entry:1463: inode #2: comm ls: reading directory lblock 0"),
+		want: finding(health.ReasonFilesystemError, "nvme1n1", "ext4 error on nvme1n1: ext4_find_entry:1463: inode #2: comm ls: reading directory lblock 0"),
+	},
+	{
+		name: "ext4 remount read-only",
+		line: kmsg("EXT4-fs (nvme1n1): Remounting filesystem read-only"),
+		want: finding(health.ReasonFilesystemError, "nvme1n1", "ext4 on nvme1n1 was remounted read-only after an error"),
+	},
+	{
+		name: "jbd2 journal abort",
+		line: kmsg("Aborting journal on device nvme1n1-8."),
+		want: finding(health.ReasonFilesystemError, "nvme1n1", "the ext4 journal on nvme1n1 was aborted"),
+	},
+	{
+		name: "XFS metadata corruption",
+		line: kmsg("XFS (nvme1n1): Metadata corruption detected at xfs_dinode_verify+0xa0/0x5c0 [xfs], inode 0x2a1 dinode"),
+		want: finding(health.ReasonFilesystemError, "nvme1n1", "XFS on nvme1n1: Metadata corruption detected"),
+	},
+	{
+		name: "XFS internal error",
+		line: kmsg("XFS (sda1): Internal error XFS_WANT_CORRUPTED_GOTO at line 1423 of file fs/xfs/libxfs/xfs_alloc.c.  Caller xfs_free_ag_extent+0x3c3/0x800 [xfs]"),
+		want: finding(health.ReasonFilesystemError, "sda1", "XFS on sda1: internal error XFS_WANT_CORRUPTED_GOTO"),
+	},
+	{name: "a routine ext4 mount", line: kmsg("EXT4-fs (nvme1n1): mounted filesystem 4f1c2d3e-... r/w with ordered data mode. Quota mode: none.")},
+	{name: "a routine XFS mount", line: kmsg("XFS (nvme0n1p1): Ending clean mount")},
+
+	// --- KubeletDiskUsageSlow ---
+	{
+		name: "slow du of a pod volume",
+		line: journal("kubelet.service", `I0314 09:26:53.123456    1034 fs.go:62] "fs: disk usage and inodes count on following dirs took 1.337s: [/var/lib/kubelet/pods/5f3a/volumes/kubernetes.io~empty-dir/data]; will not log again for this container unless duration exceeds 2s"`),
+		want: finding(health.ReasonKubeletDiskUsageSlow, "kubelet.service", "the kubelet's disk usage scan of pod volumes took 1.337s: storage is slow or overloaded"),
+	},
+	{
+		name: "the same words from a workload unit",
+		line: journal("myapp.service", "fs: disk usage and inodes count on following dirs took 2s"),
+	},
+}
+
+func ruleMonitor(t *testing.T) *Monitor {
+	t.Helper()
+	root := hostroot.New(t).WithMounts()
+	m := New(testEnv(root, clocktesting.NewFakePassiveClock(t0), nil), Options{})
+	if _, err := runCheck(t, m, "storage-mounts"); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestRules(t *testing.T) {
+	m := ruleMonitor(t)
+	mt, err := rules.Compile(m.Rules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range ruleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []monitor.Finding
+			mt.Match(tc.line, func(match rules.Match) { got = append(got, m.Interpret(match)...) })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("line %q\n got %+v\nwant %+v", tc.line.Text, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestShutdownBeforeTheMountCheck: until the mount check has run the
+// monitor cannot tell whose device it is, and errs on the Warning side.
+func TestShutdownBeforeTheMountCheck(t *testing.T) {
+	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
+	mt, _ := rules.Compile(m.Rules())
+	var got []monitor.Finding
+	mt.Match(kmsg("XFS (nvme0n1p1): Log I/O Error Detected. Shutting down filesystem"), func(match rules.Match) { got = append(got, m.Interpret(match)...) })
+	if len(got) != 1 || got[0].Reason != health.ReasonFilesystemError {
+		t.Fatalf("%v", got)
+	}
+}
+
+func TestEveryRuleHasAPositiveCase(t *testing.T) {
+	for i, r := range Rules() {
+		mt, err := rules.Compile([]rules.Rule{r})
+		if err != nil {
+			t.Fatalf("rule %d (%s): %v", i, r.Reason, err)
+		}
+		hit := false
+		for _, tc := range ruleCases {
+			if tc.want != nil {
+				mt.Match(tc.line, func(rules.Match) { hit = true })
+			}
+		}
+		if !hit {
+			t.Errorf("rule %d (%s, %q) has no positive case", i, r.Reason, r.Contains)
+		}
+	}
+}
+
+func TestRegistryCoverage(t *testing.T) {
+	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
+	got := map[string]health.Source{}
+	for _, r := range m.Rules() {
+		got[r.Reason] = health.FromLog
+	}
+	got[health.ReasonFilesystemError] = health.FromLog // also from Interpret
+	for _, c := range m.Checks() {
+		if c.Period <= 0 || c.Run == nil {
+			t.Errorf("check %s: want a period and Run", c.Name)
+		}
+		for _, r := range c.Reasons {
+			got[r] = health.FromCheck
+		}
+	}
+	for _, r := range health.Reasons() {
+		if r.Condition != health.StorageReady {
+			continue
+		}
+		if src, ok := got[r.Name]; !ok || src != r.Source {
+			t.Errorf("registry reason %s (%s) is produced as %q", r.Name, r.Source, src)
+		}
+		delete(got, r.Name)
+	}
+	if len(got) != 0 {
+		t.Errorf("reasons outside StorageReady: %v", got)
+	}
+	if mon, ok := health.LookupMonitor(Name); !ok || mon.Condition != health.StorageReady || m.Name() != Name {
+		t.Fatalf("registry monitor %q: %+v", Name, mon)
+	}
+}
+
+// TestThisMachineRaisesNothing runs every check against the machine the
+// test runs on: its real mount table, statfs, PSI and sysfs (no NVMe
+// here). The write probe writes in a temporary directory, not in
+// /var/lib/nodemend of this machine.
+func TestThisMachineRaisesNothing(t *testing.T) {
+	m := New(monitor.Env{}, Options{ProbeDir: t.TempDir() + "/probe"})
+	for _, c := range m.Checks() {
+		for range 2 {
+			fs, err := c.Run(context.Background())
+			if err != nil || len(fs) != 0 {
+				t.Errorf("%s on this machine: %v, %v", c.Name, fs, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,175 @@
+// Package backend hands a drained node to whatever replaces it. A backend
+// resolves the one object whose deletion removes and replaces the node (a
+// Karpenter NodeClaim, a Cluster API Machine, or the Node itself) and deletes
+// it exactly once.
+//
+// The engines' Go types are never imported: objects are addressed by group,
+// kind and name through metadata-only requests, which work for any CRD
+// version the cluster serves.
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/pkg/repair/pool"
+)
+
+// Backend names.
+const (
+	Karpenter  = "karpenter"
+	ClusterAPI = "clusterapi"
+	Node       = "node"
+)
+
+// Names lists the backends.
+func Names() []string { return []string{Karpenter, ClusterAPI, Node} }
+
+// Target is the object whose deletion replaces a node. It is recorded on the
+// node before it is deleted, so that a new leader deletes the same object,
+// and only once.
+type Target struct {
+	Backend    string    `json:"backend"`
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Name       string    `json:"name"`
+	UID        types.UID `json:"uid"`
+}
+
+// String is "Kind namespace/name" or "Kind name".
+func (t Target) String() string {
+	if t.Namespace != "" {
+		return t.Kind + " " + t.Namespace + "/" + t.Name
+	}
+	return t.Kind + " " + t.Name
+}
+
+// Encode is the annotation form.
+func (t Target) Encode() string {
+	b, _ := json.Marshal(t) // plain strings: cannot fail
+	return string(b)
+}
+
+// DecodeTarget reads the annotation form.
+func DecodeTarget(s string) (Target, error) {
+	var t Target
+	if err := json.Unmarshal([]byte(s), &t); err != nil {
+		return Target{}, fmt.Errorf("parsing repair target %q: %w", s, err)
+	}
+	if t.Kind == "" || t.Name == "" || t.APIVersion == "" {
+		return Target{}, fmt.Errorf("repair target %q lacks apiVersion, kind or name", s)
+	}
+	return t, nil
+}
+
+// ErrNoTarget is wrapped by Resolve errors that mean the node's owner does
+// not exist (as opposed to a failed request): the repair cannot proceed
+// until someone looks.
+var ErrNoTarget = errors.New("no object to delete for this node")
+
+// Backend resolves the object to delete for a node.
+type Backend interface {
+	Name() string
+	// Resolve finds the object whose deletion replaces node. An error means
+	// the node cannot be handed over (its owner is missing).
+	Resolve(ctx context.Context, node *corev1.Node) (Target, error)
+}
+
+// Choose picks the backend by what owns the node: a Karpenter NodeClaim
+// (owner reference or NodePool label), a Cluster API Machine (annotation),
+// otherwise the Node itself. A non-empty override wins.
+func Choose(node *corev1.Node, override string) string {
+	if override != "" {
+		return override
+	}
+	for _, o := range node.OwnerReferences {
+		if o.Kind == "NodeClaim" && groupOf(o.APIVersion) == pool.KarpenterGroup {
+			return Karpenter
+		}
+	}
+	if node.Labels[pool.KarpenterNodePoolLabel] != "" {
+		return Karpenter
+	}
+	if _, _, ok := pool.MachineOf(node); ok {
+		return ClusterAPI
+	}
+	return Node
+}
+
+func groupOf(apiVersion string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return ""
+	}
+	return gv.Group
+}
+
+// Meta returns an addressable metadata-only object for t.
+func (t Target) Meta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.APIVersion, m.Kind = t.APIVersion, t.Kind
+	m.Namespace, m.Name = t.Namespace, t.Name
+	return m
+}
+
+// Outcome of DeleteOnce.
+type Outcome string
+
+const (
+	// Deleted: this call deleted the target.
+	Deleted Outcome = "Deleted"
+	// AlreadyDeleting: the target has a deletion timestamp (its finalizers
+	// run), so it was not deleted again.
+	AlreadyDeleting Outcome = "AlreadyDeleting"
+	// Gone: the target, or at least the one with the recorded UID, no
+	// longer exists.
+	Gone Outcome = "Gone"
+)
+
+// DeleteOnce deletes t unless it is already gone or being deleted. The UID
+// precondition makes sure that an object recreated under the same name is
+// never deleted in its place.
+func DeleteOnce(ctx context.Context, c client.Client, t Target) (Outcome, error) {
+	cur := t.Meta()
+	if err := c.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Gone, nil
+		}
+		return "", fmt.Errorf("reading %s: %w", t, err)
+	}
+	if t.UID != "" && cur.UID != t.UID {
+		return Gone, nil
+	}
+	if cur.DeletionTimestamp != nil {
+		return AlreadyDeleting, nil
+	}
+	uid := cur.UID
+	// Deleted as unstructured: controller-runtime's client deletes
+	// metadata-only objects through the typed client, which needs the kind
+	// in its scheme.
+	del := &unstructured.Unstructured{}
+	del.SetAPIVersion(t.APIVersion)
+	del.SetKind(t.Kind)
+	del.SetNamespace(t.Namespace)
+	del.SetName(t.Name)
+	err := c.Delete(ctx, del, client.Preconditions{UID: &uid})
+	switch {
+	case err == nil:
+		return Deleted, nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return Gone, nil
+	default:
+		return "", fmt.Errorf("deleting %s: %w", t, err)
+	}
+}

@@ -1,0 +1,58 @@
+// Package karpenter is the backend for Karpenter nodes: it deletes the
+// node's NodeClaim. Karpenter's termination controller then drains what is
+// left, terminates the instance, removes the Node, and its provisioner
+// launches capacity for the displaced pods.
+//
+// Karpenter's own node repair (feature gate NodeRepair) must be off for the
+// nodes nodemend repairs, or both would act on the same conditions.
+package karpenter
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/pool"
+)
+
+// Backend resolves NodeClaims.
+type Backend struct {
+	// Reader reads NodeClaims (uncached: they are looked up once per repair).
+	Reader client.Reader
+}
+
+// Name is backend.Karpenter.
+func (Backend) Name() string { return backend.Karpenter }
+
+// Resolve returns the NodeClaim of n: the owner reference Karpenter sets on
+// registered nodes, or else the NodeClaim whose status names the node (by
+// name or provider ID).
+func (b Backend) Resolve(ctx context.Context, n *corev1.Node) (backend.Target, error) {
+	for _, o := range n.OwnerReferences {
+		gv, err := schema.ParseGroupVersion(o.APIVersion)
+		if err != nil || gv.Group != pool.KarpenterGroup || o.Kind != "NodeClaim" {
+			continue
+		}
+		return backend.Target{Backend: backend.Karpenter, APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID}, nil
+	}
+	// A node not yet registered by Karpenter has no owner reference. The
+	// list is rare (once per such repair) and uncached.
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: pool.KarpenterGroup, Version: "v1", Kind: "NodeClaimList"})
+	if err := b.Reader.List(ctx, list); err != nil {
+		return backend.Target{}, fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	for _, nc := range list.Items {
+		nodeName, _, _ := unstructured.NestedString(nc.Object, "status", "nodeName")
+		providerID, _, _ := unstructured.NestedString(nc.Object, "status", "providerID")
+		if nodeName == n.Name || (providerID != "" && providerID == n.Spec.ProviderID) {
+			return backend.Target{Backend: backend.Karpenter, APIVersion: nc.GetAPIVersion(), Kind: "NodeClaim", Name: nc.GetName(), UID: nc.GetUID()}, nil
+		}
+	}
+	return backend.Target{}, fmt.Errorf("node %s has no NodeClaim (no owner reference, no NodeClaim status names it): %w", n.Name, backend.ErrNoTarget)
+}

@@ -1,0 +1,23 @@
+// Package node is the backend for nodes that no engine owns (bare metal,
+// kwok, simulation): the Node object itself is deleted. Whatever provisions
+// the machine is expected to register it again or replace it.
+package node
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodemend.dev/nodemend/pkg/repair/backend"
+)
+
+// Backend deletes the Node object.
+type Backend struct{}
+
+// Name is backend.Node.
+func (Backend) Name() string { return backend.Node }
+
+// Resolve returns the node itself.
+func (Backend) Resolve(_ context.Context, n *corev1.Node) (backend.Target, error) {
+	return backend.Target{Backend: backend.Node, APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}, nil
+}

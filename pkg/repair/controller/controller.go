@@ -1,0 +1,260 @@
+// Package controller is nodemend's repair controller: one reconciler per
+// Node that chains the pure decisions (policy → unhealthy → gate) with the
+// workflow steps (taint → drain → hand to the backend) and records every
+// step on the Node, so that any replica that becomes leader resumes the
+// repair where the last one stopped.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
+	nodebackend "nodemend.dev/nodemend/pkg/repair/backend/node"
+	"nodemend.dev/nodemend/pkg/repair/gate"
+	"nodemend.dev/nodemend/pkg/repair/metrics"
+	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/wake"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+// Name is the controller's name in logs, metrics and events.
+const Name = "nodemend-repair"
+
+// Step names a workflow step that has just been recorded on the API, for
+// Options.AfterStep.
+type Step string
+
+const (
+	StepUnhealthyRecorded Step = "UnhealthyRecorded"
+	StepTainted           Step = "Tainted"
+	StepEvicted           Step = "Evicted"
+	StepHandedOver        Step = "HandedOver"
+	StepTargetDeleted     Step = "TargetDeleted"
+)
+
+// Options configure the repair controller.
+type Options struct {
+	// Clock is the controller's time; tests inject a fake one.
+	Clock clock.Clock
+	// Namespace and PauseConfigMap locate the pause switch: while that
+	// ConfigMap exists, nothing is repaired; data.reason says why.
+	Namespace      string
+	PauseConfigMap string
+	// DryRun logs and emits NodeRepairWouldStart instead of repairing, and
+	// writes nothing at all.
+	DryRun bool
+	// PoolLabel, when set, is a node label that defines pools, before the
+	// engines' groupings.
+	PoolLabel string
+	// Backend, when set, is used for every node instead of the one chosen
+	// by owner (karpenter, clusterapi, node).
+	Backend string
+	// RecheckInterval is how often a blocked repair is reconsidered.
+	// Default 5m.
+	RecheckInterval time.Duration
+	// DrainPollInterval is how often a drain pass runs while pods remain.
+	// Default 10s.
+	DrainPollInterval time.Duration
+	// TerminationTimeout is how long a node may outlive its hand-over to the
+	// backend before the repair is reported failed. Default 30m.
+	TerminationTimeout time.Duration
+	// MaxConcurrentReconciles: default 4.
+	MaxConcurrentReconciles int
+	// Registerer receives the metrics (controller-runtime's registry in the
+	// binary). Nil: no metrics.
+	Registerer prometheus.Registerer
+	// AfterStep, for tests, runs after each step is recorded on the API; an
+	// error aborts the reconcile at that point, as a crash would.
+	AfterStep func(ctx context.Context, node string, step Step) error
+	// SkipNameValidation allows several controllers in one process (tests).
+	SkipNameValidation bool
+}
+
+func (o *Options) defaults() error {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.RecheckInterval <= 0 {
+		o.RecheckInterval = 5 * time.Minute
+	}
+	if o.DrainPollInterval <= 0 {
+		o.DrainPollInterval = 10 * time.Second
+	}
+	if o.TerminationTimeout <= 0 {
+		o.TerminationTimeout = 30 * time.Minute
+	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = 4
+	}
+	if o.Namespace == "" || o.PauseConfigMap == "" {
+		return fmt.Errorf("namespace and pause ConfigMap name are required")
+	}
+	switch o.Backend {
+	case "", backend.Karpenter, backend.ClusterAPI, backend.Node:
+	default:
+		return fmt.Errorf("unknown backend %q (known: %v)", o.Backend, backend.Names())
+	}
+	return nil
+}
+
+// Reconciler repairs nodes.
+type Reconciler struct {
+	opts      Options
+	client    client.Client
+	apiReader client.Reader
+	mapper    meta.RESTMapper
+	drainer   workflow.Drainer
+	recorder  events.EventRecorder
+	backends  map[string]backend.Backend
+	pools     pool.Resolver
+	metrics   *metrics.Metrics
+	wake      *wake.Scheduler[string]
+	// machineGVK is the served Cluster API Machine version; empty when
+	// Cluster API is not installed.
+	machineGVK schema.GroupVersionKind
+
+	mu sync.Mutex
+	// inflight are repairs seen in progress, so that the node's
+	// disappearance can be reported as their success.
+	inflight map[string]inflight
+	// notified dedups events per node: event reason → message key.
+	notified map[string]map[string]string
+	// blocked are the nodes blocked by a pool or zone gate now, for the
+	// gauge and for the pool events.
+	blocked map[string]blockedAt
+	// poolNotified dedups NodeRepairBlocked on pool objects.
+	poolNotified map[string]bool
+}
+
+type blockedAt struct {
+	// where is the pool key, or "zone/" and the zone.
+	where string
+	gate  gate.Gate
+}
+
+type inflight struct {
+	uid       types.UID
+	condition string
+	reason    string
+	since     time.Time
+}
+
+// Setup adds the repair controller to mgr.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		opts:         opts,
+		client:       mgr.GetClient(),
+		apiReader:    mgr.GetAPIReader(),
+		mapper:       mgr.GetRESTMapper(),
+		drainer:      workflow.Drainer{Client: cs},
+		recorder:     mgr.GetEventRecorder(Name),
+		pools:        pool.Resolver{Label: opts.PoolLabel},
+		inflight:     map[string]inflight{},
+		notified:     map[string]map[string]string{},
+		poolNotified: map[string]bool{},
+		blocked:      map[string]blockedAt{},
+	}
+	r.backends = map[string]backend.Backend{
+		backend.Karpenter:  karpenter.Backend{Reader: mgr.GetAPIReader()},
+		backend.ClusterAPI: clusterapi.Backend{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()},
+		backend.Node:       nodebackend.Backend{},
+	}
+	if opts.Registerer != nil {
+		r.metrics = metrics.New(opts.Registerer, fleetView{r: r, ctx: ctx})
+	}
+
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&corev1.Node{}).
+		Watches(&v1alpha1.NodeRepairPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNodes)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allNodes),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetNamespace() == opts.Namespace && o.GetName() == opts.PauseConfigMap
+			}))).
+		WatchesRawSource(source.Func(r.startWake)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			SkipNameValidation:      &opts.SkipNameValidation,
+		})
+	// Machines are watched (metadata only) when Cluster API is installed, so
+	// that pool lookups read a synced cache. Their events need no reconcile.
+	if m, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: pool.ClusterAPIGroup, Kind: "Machine"}); err == nil {
+		r.machineGVK = m.GroupVersionKind
+		machine := &metav1.PartialObjectMetadata{}
+		machine.SetGroupVersionKind(r.machineGVK)
+		b = b.WatchesMetadata(machine, handler.Funcs{})
+	} else if !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("looking up Cluster API Machines: %w", err)
+	}
+	return r, b.Complete(r)
+}
+
+// startWake runs the wake-up scheduler while the controller runs (that is,
+// while this replica leads): a due node goes into the work queue.
+func (r *Reconciler) startWake(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.wake = wake.New(r.opts.Clock, func(name string) {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+	})
+	go r.wake.Run(ctx)
+	return nil
+}
+
+// allNodes enqueues every node: a policy or the pause switch changed.
+func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.Request {
+	nodes := &corev1.NodeList{}
+	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing nodes to re-evaluate")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
+	}
+	return reqs
+}
+
+// wakeAt schedules the next reconcile of node on the controller's clock.
+func (r *Reconciler) wakeAt(node string, t time.Time) {
+	if r.wake != nil {
+		r.wake.At(node, t)
+	}
+}
+
+func (r *Reconciler) cancelWake(node string) {
+	if r.wake != nil {
+		r.wake.Cancel(node)
+	}
+}

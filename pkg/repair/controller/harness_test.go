@@ -1,0 +1,357 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/controller"
+	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+// One real kube-apiserver + etcd for the package, with the NodeRepairPolicy,
+// Karpenter and Cluster API CRDs. Tests run one at a time (they share the
+// cluster-wide node population that the gates count) and remove their nodes
+// when they end.
+var (
+	restCfg   *rest.Config
+	k8s       client.Client
+	clientset kubernetes.Interface
+)
+
+func TestMain(m *testing.M) {
+	env, err := fixture.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	restCfg, clientset = env.Config, env.Client
+	k8s, err = client.New(env.Config, client.Options{Scheme: fixture.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// harness runs one repair controller with a fake clock.
+type harness struct {
+	t     *testing.T
+	ctx   context.Context
+	clock *clocktesting.FakeClock
+	t0    time.Time
+	ns    string
+	reg   *prometheus.Registry
+	opts  controller.Options
+	stop  func()
+}
+
+var nsSeq int
+
+// start runs a controller (leader election off: one replica) in a fresh
+// namespace, which holds its pause ConfigMap.
+func start(t *testing.T, mutate ...func(*controller.Options)) *harness {
+	t.Helper()
+	nsSeq++
+	t0 := time.Now().UTC().Truncate(time.Second)
+	h := &harness{t: t, ctx: context.Background(), clock: clocktesting.NewFakeClock(t0), t0: t0, ns: fmt.Sprintf("nodemend-%d", nsSeq)}
+	if err := fixture.Namespace(h.ctx, k8s, h.ns); err != nil {
+		t.Fatal(err)
+	}
+	h.opts = controller.Options{
+		Clock: h.clock, Namespace: h.ns, PauseConfigMap: "nodemend-pause",
+		SkipNameValidation: true, DrainPollInterval: 10 * time.Second,
+	}
+	for _, m := range mutate {
+		m(&h.opts)
+	}
+	t.Cleanup(h.cleanup)
+	h.run(testr.NewWithOptions(t, testr.Options{Verbosity: 0}))
+	return h
+}
+
+// run starts a manager with h.opts; stop ends it and waits.
+func (h *harness) run(log logr.Logger) {
+	h.t.Helper()
+	mgr, err := controller.NewManager(restCfg, controller.ManagerOptions{
+		Logger: log, Namespace: h.ns, PauseConfigMap: h.opts.PauseConfigMap, MetricsAddr: "0", HealthAddr: "0",
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.reg = prometheus.NewRegistry()
+	opts := h.opts
+	opts.Registerer = h.reg
+	ctx, cancel := context.WithCancel(h.ctx)
+	if _, err := controller.Setup(ctx, mgr, opts); err != nil {
+		cancel()
+		h.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			h.t.Errorf("manager: %v", err)
+		}
+	}()
+	var once sync.Once
+	h.stop = func() { once.Do(func() { cancel(); <-done }) }
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		h.t.Fatal("cache did not sync")
+	}
+}
+
+func (h *harness) cleanup() {
+	h.stop()
+	ctx := context.Background()
+	_ = k8s.DeleteAllOf(ctx, &corev1.Node{})
+	_ = k8s.DeleteAllOf(ctx, &v1alpha1.NodeRepairPolicy{})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nodes := &corev1.NodeList{}
+		if err := k8s.List(ctx, nodes); err == nil && len(nodes.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Errorf("nodes left behind")
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// node creates a healthy node.
+func (h *harness) node(name string, opts ...fixture.NodeOpt) {
+	h.t.Helper()
+	if _, err := fixture.Node(h.ctx, k8s, name, h.clock.Now(), opts...); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// fault sets a condition, as an agent or the kubelet would, with its
+// LastTransitionTime.
+func (h *harness) fault(name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason string, ltt time.Time) {
+	h.t.Helper()
+	if err := fixture.SetCondition(h.ctx, k8s, name, fixture.Condition(typ, status, reason, ltt)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) heal(name string, typ corev1.NodeConditionType) {
+	h.t.Helper()
+	h.fault(name, typ, corev1.ConditionTrue, string(typ)+"IsReady", h.clock.Now())
+}
+
+// recover heals a node's only fault and waits until the controller has seen
+// it (its record is cleared), so that the next clock step is judged on the
+// healed state.
+func (h *harness) recover(name string, typ corev1.NodeConditionType) {
+	h.t.Helper()
+	h.heal(name, typ)
+	h.eventually(name+" seen healthy", func() bool { return h.since(name) == "" })
+}
+
+// advanceTo moves the fake clock (never backwards).
+func (h *harness) advanceTo(t time.Time) {
+	if t.After(h.clock.Now()) {
+		h.clock.SetTime(t)
+	}
+}
+
+func (h *harness) advance(d time.Duration) { h.clock.Step(d) }
+
+func (h *harness) get(name string) *corev1.Node {
+	h.t.Helper()
+	n := &corev1.Node{}
+	if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// consistently checks cond for a while: for the absence of an action.
+func (h *harness) consistently(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if !cond() {
+			h.t.Fatalf("expected %s to hold", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *harness) tainted(name string) bool {
+	n := h.get(name)
+	return n != nil && workflow.HasTaint(n)
+}
+
+func (h *harness) phase(name string) string {
+	n := h.get(name)
+	if n == nil {
+		return "gone"
+	}
+	return n.Annotations[workflow.PhaseAnnotation]
+}
+
+func (h *harness) gone(name string) bool { return h.get(name) == nil }
+
+func (h *harness) since(name string) string {
+	n := h.get(name)
+	if n == nil {
+		return ""
+	}
+	return n.Annotations[workflow.UnhealthySinceAnnotation]
+}
+
+// untouched: no taint, no repair phase, still there.
+func (h *harness) untouched(name string) bool {
+	n := h.get(name)
+	return n != nil && !workflow.HasTaint(n) && n.Annotations[workflow.PhaseAnnotation] == ""
+}
+
+func (h *harness) waitRecorded(name string) {
+	h.t.Helper()
+	h.eventually(name+" has its unhealthy-since record", func() bool { return h.since(name) != "" })
+}
+
+// events lists the events with reason about the object called name.
+func (h *harness) events(name, reason string) []corev1.Event {
+	h.t.Helper()
+	list, err := clientset.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (h *harness) waitEvent(name, reason, contains string) corev1.Event {
+	h.t.Helper()
+	var found corev1.Event
+	h.eventually(fmt.Sprintf("event %s on %s containing %q", reason, name, contains), func() bool {
+		for _, e := range h.events(name, reason) {
+			if strings.Contains(e.Message, contains) {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// pause creates the pause ConfigMap.
+func (h *harness) pause(reason string) {
+	h.t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: h.opts.PauseConfigMap}, Data: map[string]string{"reason": reason}}
+	if err := k8s.Create(h.ctx, cm); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) unpause() {
+	h.t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: h.opts.PauseConfigMap}}
+	if err := k8s.Delete(h.ctx, cm); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) annotate(name, key string, value *string) {
+	h.t.Helper()
+	v := "null"
+	if value != nil {
+		v = fmt.Sprintf("%q", *value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)
+	if err := k8s.Patch(h.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) policy(name string, spec v1alpha1.NodeRepairPolicySpec) {
+	h.t.Helper()
+	if err := k8s.Create(h.ctx, &v1alpha1.NodeRepairPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) exists(apiVersion, kind, ns, name string) bool {
+	h.t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	err := k8s.Get(h.ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return u.GetDeletionTimestamp() == nil
+}
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type (
+	corev1Pod   = corev1.Pod
+	policyv1PDB = policyv1.PodDisruptionBudget
+)
+
+func (h *harness) podTerminating(ns, name string) bool {
+	h.t.Helper()
+	p := &corev1.Pod{}
+	err := k8s.Get(h.ctx, client.ObjectKey{Namespace: ns, Name: name}, p)
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p.DeletionTimestamp != nil
+}

@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"nodemend.dev/nodemend/pkg/repair/internal/scheme"
+)
+
+// ManagerOptions configure the controller-runtime manager that runs the
+// repair controller.
+type ManagerOptions struct {
+	Logger logr.Logger
+	// Namespace holds the leader election Lease and the pause ConfigMap.
+	Namespace string
+	// PauseConfigMap is the name of the pause switch ConfigMap.
+	PauseConfigMap string
+	// LeaderElection makes only one replica repair at a time.
+	LeaderElection   bool
+	LeaderElectionID string
+	// Lease timings; zero takes controller-runtime's defaults (15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MetricsAddr and HealthAddr are listen addresses; "0" disables.
+	MetricsAddr, HealthAddr string
+}
+
+// NewManager returns a manager whose cache holds what the repair controller
+// reads: Nodes (without managed fields and image lists, the bulk of a real
+// Node), NodeRepairPolicies, and only the pause ConfigMap.
+func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
+	if o.Namespace == "" || o.PauseConfigMap == "" {
+		return nil, fmt.Errorf("namespace and pause ConfigMap name are required")
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = "nodemend-controller"
+	}
+	mo := manager.Options{
+		Scheme: scheme.New(),
+		Logger: o.Logger,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Node{}: {Transform: stripNode},
+				&corev1.ConfigMap{}: {
+					Namespaces: map[string]cache.Config{o.Namespace: {}},
+					Field:      fields.OneTermEqualSelector("metadata.name", o.PauseConfigMap),
+				},
+			},
+		},
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.HealthAddr,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if o.LeaseDuration > 0 {
+		mo.LeaseDuration = &o.LeaseDuration
+	}
+	if o.RenewDeadline > 0 {
+		mo.RenewDeadline = &o.RenewDeadline
+	}
+	if o.RetryPeriod > 0 {
+		mo.RetryPeriod = &o.RetryPeriod
+	}
+	mgr, err := manager.New(cfg, mo)
+	if err != nil {
+		return nil, err
+	}
+	if o.HealthAddr != "0" && o.HealthAddr != "" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("cache", func(req *http.Request) error {
+			if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+				return fmt.Errorf("cache not synced")
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// stripNode drops what the controller never reads from cached Nodes: managed
+// fields and the image list (together most of a real Node's size).
+func stripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields = nil
+	n.Status.Images = nil
+	return n, nil
+}

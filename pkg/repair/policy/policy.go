@@ -1,0 +1,239 @@
+// Package policy turns NodeRepairPolicy objects and the built-in defaults
+// (DESIGN §5) into the effective repair policy of each node. It is pure: no
+// I/O, no clock.
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/health"
+)
+
+// Defaults that apply where no NodeRepairPolicy says otherwise.
+const (
+	DefaultToleration          = 30 * time.Minute
+	DefaultAcceleratorTolerate = 10 * time.Minute
+	DefaultDrainDeadline       = 10 * time.Minute
+	DefaultMaxUnhealthy        = "20%"
+)
+
+// DefaultName is the Name of the built-in policy, used in logs and events.
+const DefaultName = "default"
+
+// Rule is one trigger: the condition Type with Status (and one of Reasons,
+// when any are given) makes the node unhealthy; after Toleration it is
+// repaired.
+type Rule struct {
+	Type       corev1.NodeConditionType
+	Status     corev1.ConditionStatus
+	Toleration time.Duration
+	Reasons    []string
+}
+
+// Matches reports whether c triggers r.
+func (r Rule) Matches(c corev1.NodeCondition) bool {
+	if c.Type != r.Type || c.Status != r.Status {
+		return false
+	}
+	return len(r.Reasons) == 0 || slices.Contains(r.Reasons, c.Reason)
+}
+
+// Drain is how pods leave a node under repair.
+type Drain struct {
+	Mode     v1alpha1.DrainMode
+	Deadline time.Duration
+}
+
+// Policy is the effective repair policy of a node.
+type Policy struct {
+	// Name is the NodeRepairPolicy it comes from, or DefaultName.
+	Name         string
+	Rules        []Rule
+	MaxUnhealthy intstr.IntOrString
+	Drain        Drain
+	Action       v1alpha1.RepairAction
+}
+
+// DefaultRules is the seed table of DESIGN §5.
+func DefaultRules() []Rule {
+	r := []Rule{
+		{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Toleration: DefaultToleration},
+		{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Toleration: DefaultToleration},
+	}
+	for _, t := range []health.ConditionType{health.KernelReady, health.ContainerRuntimeReady, health.NetworkingReady, health.StorageReady} {
+		r = append(r, Rule{Type: corev1.NodeConditionType(t), Status: corev1.ConditionFalse, Toleration: DefaultToleration})
+	}
+	return append(r, Rule{Type: corev1.NodeConditionType(health.AcceleratedHardwareReady), Status: corev1.ConditionFalse, Toleration: DefaultAcceleratorTolerate})
+}
+
+// Default is the policy of a node that no NodeRepairPolicy selects.
+func Default() Policy {
+	return Policy{
+		Name:         DefaultName,
+		Rules:        DefaultRules(),
+		MaxUnhealthy: intstr.FromString(DefaultMaxUnhealthy),
+		Drain:        Drain{Mode: v1alpha1.DrainEvict, Deadline: DefaultDrainDeadline},
+		Action:       v1alpha1.ActionReplace,
+	}
+}
+
+// IsPressure reports whether t is one of the kubelet's pressure conditions,
+// which are never repair triggers: the kubelet relieves them by evicting pods.
+// The CRD refuses them; this guards objects admitted before that rule existed
+// and defaults compiled into other tools.
+func IsPressure(t corev1.NodeConditionType) bool {
+	switch t {
+	case corev1.NodeDiskPressure, corev1.NodeMemoryPressure, corev1.NodePIDPressure:
+		return true
+	}
+	return false
+}
+
+// FromAPI builds the effective policy of a NodeRepairPolicy: fields left empty
+// take the defaults. Rules on pressure conditions are dropped and reported in
+// the returned warnings; an invalid object is an error (the caller ignores
+// that policy, so its nodes fall back to the next one or the defaults).
+func FromAPI(o *v1alpha1.NodeRepairPolicy) (Policy, []string, error) {
+	p := Default()
+	p.Name = o.Name
+	var warnings []string
+	if len(o.Spec.Rules) > 0 {
+		p.Rules = nil
+		for _, r := range o.Spec.Rules {
+			t := corev1.NodeConditionType(r.ConditionType)
+			if IsPressure(t) {
+				warnings = append(warnings, fmt.Sprintf("rule on %s ignored: pressure conditions are never repair triggers", t))
+				continue
+			}
+			switch r.Status {
+			case corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown:
+			default:
+				return Policy{}, nil, fmt.Errorf("rule on %s: status %q is not True, False or Unknown", t, r.Status)
+			}
+			if r.Toleration.Duration < 0 {
+				return Policy{}, nil, fmt.Errorf("rule on %s: negative toleration %s", t, r.Toleration.Duration)
+			}
+			p.Rules = append(p.Rules, Rule{Type: t, Status: r.Status, Toleration: r.Toleration.Duration, Reasons: slices.Clone(r.Reasons)})
+		}
+	}
+	if o.Spec.MaxUnhealthy != nil {
+		if _, err := intstr.GetScaledValueFromIntOrPercent(o.Spec.MaxUnhealthy, 100, true); err != nil {
+			return Policy{}, nil, fmt.Errorf("maxUnhealthy: %w", err)
+		}
+		p.MaxUnhealthy = *o.Spec.MaxUnhealthy
+	}
+	if d := o.Spec.Drain; d != nil {
+		switch d.Mode {
+		case "":
+		case v1alpha1.DrainEvict, v1alpha1.DrainDelete, v1alpha1.DrainSkip:
+			p.Drain.Mode = d.Mode
+		default:
+			return Policy{}, nil, fmt.Errorf("drain.mode %q is not Evict, Delete or Skip", d.Mode)
+		}
+		if d.Deadline != nil {
+			if d.Deadline.Duration < 0 {
+				return Policy{}, nil, fmt.Errorf("negative drain.deadline %s", d.Deadline.Duration)
+			}
+			p.Drain.Deadline = d.Deadline.Duration
+		}
+	}
+	switch o.Spec.Action {
+	case "":
+	case v1alpha1.ActionReplace, v1alpha1.ActionNone:
+		p.Action = o.Spec.Action
+	default:
+		return Policy{}, nil, fmt.Errorf("action %q is not Replace or None", o.Spec.Action)
+	}
+	return p, warnings, nil
+}
+
+// Problem is a NodeRepairPolicy that was ignored or partly ignored.
+type Problem struct {
+	Policy string
+	// Err is set when the whole policy is ignored.
+	Err error
+	// Warnings are parts that were ignored.
+	Warnings []string
+}
+
+// Set is the compiled set of NodeRepairPolicies.
+type Set struct {
+	entries []entry
+}
+
+type entry struct {
+	weight   int32
+	selector labels.Selector
+	policy   Policy
+}
+
+// NewSet compiles policies, ordered by weight (highest first) then name.
+// Policies that cannot be used are left out and reported.
+func NewSet(objs []v1alpha1.NodeRepairPolicy) (*Set, []Problem) {
+	s := &Set{}
+	var problems []Problem
+	for i := range objs {
+		o := &objs[i]
+		p, warnings, err := FromAPI(o)
+		var sel labels.Selector
+		if err == nil {
+			sel, err = selector(o.Spec.NodeSelector)
+		}
+		if err != nil || len(warnings) > 0 {
+			problems = append(problems, Problem{Policy: o.Name, Err: err, Warnings: warnings})
+		}
+		if err != nil {
+			continue
+		}
+		s.entries = append(s.entries, entry{weight: o.Spec.Weight, selector: sel, policy: p})
+	}
+	slices.SortFunc(s.entries, func(a, b entry) int {
+		if c := cmp.Compare(b.weight, a.weight); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.policy.Name, b.policy.Name)
+	})
+	return s, problems
+}
+
+func selector(ls *metav1.LabelSelector) (labels.Selector, error) {
+	if ls == nil {
+		return labels.Everything(), nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return nil, fmt.Errorf("nodeSelector: %w", err)
+	}
+	return sel, nil
+}
+
+// For returns the policy of a node with the given labels. A nil Set has no
+// policies: the defaults apply.
+func (s *Set) For(nodeLabels map[string]string) Policy {
+	if s != nil {
+		set := labels.Set(nodeLabels)
+		for _, e := range s.entries {
+			if e.selector.Matches(set) {
+				return e.policy
+			}
+		}
+	}
+	return Default()
+}
+
+// Len is the number of usable policies.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.entries)
+}

@@ -1,0 +1,160 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
+)
+
+var (
+	k8s       client.Client
+	clientset kubernetes.Interface
+)
+
+func TestMain(m *testing.M) {
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	clientset = env.Client
+	k8s, err = client.New(env.Config, client.Options{Scheme: fixture.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// A drain on the real API server: the Eviction API refuses the pod whose
+// PodDisruptionBudget allows no disruption, until the deadline; DaemonSet and
+// mirror pods stay; everything else is evicted.
+func TestDrainHonoursPDBsUntilTheDeadline(t *testing.T) {
+	ctx := context.Background()
+	ns := "drain-pdb"
+	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixture.Node(ctx, k8s, "drain-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixture.DaemonSet(ctx, k8s, ns, "agent"); err != nil {
+		t.Fatal(err)
+	}
+	must := func(_ *corev1.Pod, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fixture.Pod(ctx, k8s, ns, "guarded", "drain-1", fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db")))
+	must(fixture.Pod(ctx, k8s, ns, "free", "drain-1", fixture.OwnedBy("apps/v1", "ReplicaSet", "web")))
+	must(fixture.Pod(ctx, k8s, ns, "bare", "drain-1"))
+	must(fixture.Pod(ctx, k8s, ns, "agent-x", "drain-1", fixture.OwnedBy("apps/v1", "DaemonSet", "agent")))
+	must(fixture.Pod(ctx, k8s, ns, "static", "drain-1", fixture.Mirror()))
+	must(fixture.Pod(ctx, k8s, ns, "elsewhere", "drain-2"))
+	pdb, err := fixture.PDB(ctx, k8s, ns, "db", "db", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Drainer{Client: clientset}
+
+	res, err := d.Pass(ctx, "drain-1", v1alpha1.DrainEvict, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Evicted != 2 || res.Blocked != 1 || res.Done {
+		t.Fatalf("first pass %+v", res)
+	}
+	expectTerminating(t, ns, "free", "bare")
+	expectUntouched(t, ns, "guarded", "agent-x", "static", "elsewhere")
+
+	// The evicted pods are terminating (no kubelet confirms it here); the
+	// guarded one is still refused.
+	res, err = d.Pass(ctx, "drain-1", v1alpha1.DrainEvict, false, true)
+	if err != nil || res.Evicted != 0 || res.Blocked != 1 || res.Terminating != 2 || res.Done {
+		t.Fatalf("second pass %+v %v", res, err)
+	}
+
+	// The budget allows one disruption: the eviction goes through.
+	if err := fixture.SetPDBStatus(ctx, k8s, pdb, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	res, err = d.Pass(ctx, "drain-1", v1alpha1.DrainEvict, false, true)
+	if err != nil || res.Evicted != 1 || res.Blocked != 0 || res.Done {
+		t.Fatalf("third pass %+v %v", res, err)
+	}
+	// Past the deadline the drain stops waiting for graceful terminations.
+	res, err = d.Pass(ctx, "drain-1", v1alpha1.DrainEvict, true, true)
+	if err != nil || !res.Done || res.Terminating != 3 {
+		t.Fatalf("after deadline %+v %v", res, err)
+	}
+	expectUntouched(t, ns, "agent-x", "static", "elsewhere")
+}
+
+func TestDrainDeletesAfterTheDeadline(t *testing.T) {
+	ctx := context.Background()
+	ns := "drain-deadline"
+	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixture.Pod(ctx, k8s, ns, "guarded", "drain-3", fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixture.PDB(ctx, k8s, ns, "db", "db", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := Drainer{Client: clientset}
+	res, err := d.Pass(ctx, "drain-3", v1alpha1.DrainEvict, false, true)
+	if err != nil || res.Blocked != 1 {
+		t.Fatalf("before deadline %+v %v", res, err)
+	}
+	res, err = d.Pass(ctx, "drain-3", v1alpha1.DrainEvict, true, true)
+	if err != nil || res.Deleted != 1 || res.Done {
+		t.Fatalf("at deadline %+v %v", res, err)
+	}
+	expectTerminating(t, ns, "guarded")
+	res, err = d.Pass(ctx, "drain-3", v1alpha1.DrainEvict, true, true)
+	if err != nil || !res.Done {
+		t.Fatalf("after deadline %+v %v", res, err)
+	}
+}
+
+func expectTerminating(t *testing.T, ns string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		p := &corev1.Pod{}
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if err == nil && p.DeletionTimestamp == nil {
+			t.Errorf("pod %s was not asked to leave", name)
+		}
+	}
+}
+
+func expectUntouched(t *testing.T, ns string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		p := &corev1.Pod{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+			t.Errorf("pod %s: %v", name, err)
+		} else if p.DeletionTimestamp != nil {
+			t.Errorf("pod %s is terminating", name)
+		}
+	}
+}
