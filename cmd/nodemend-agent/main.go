@@ -43,9 +43,10 @@ func newCommand() *cobra.Command {
 		Use:   "nodemend-agent",
 		Short: "Detect node faults and publish them as node conditions and events",
 		Long: `nodemend-agent runs on every node (DaemonSet or systemd service). It reads the
-kernel log, the journal, /proc, /sys and the container runtime under --host-root
-and keeps the KernelReady and ContainerRuntimeReady conditions of its node true
-to the nodemend contract (docs/reasons.md).
+kernel log, the journal, /proc, /sys, netlink, the container runtime and GPU
+telemetry under --host-root and keeps its node's KernelReady,
+ContainerRuntimeReady, NetworkingReady, StorageReady and AcceleratedHardwareReady
+conditions true to the nodemend contract (docs/reasons.md).
 
 Without --kubeconfig it uses the in-cluster config; without --node-name it uses
 $NODE_NAME.`,
