@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# sim-binaries.sh builds the local simulation's Go 1.27 components — kwok and
+# Karpenter's kwok cloud provider, pinned in tools/go.mod — into a cache keyed
+# by their versions, plus kube-scheduler and kube-controller-manager through
+# hack/kube-binaries.sh. Prints the directory of the simulation binaries last.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+tools="${here}/../tools"
+export GOTOOLCHAIN=go1.27.3
+karpenter="$(awk '$1=="sigs.k8s.io/karpenter"{print $2}' "${tools}/go.mod")"
+kwok="$(awk '$1=="sigs.k8s.io/kwok"{print $2}' "${tools}/go.mod")"
+dir="${NODEMEND_CACHE:-${HOME}/.cache/nodemend}/simbin/karpenter-${karpenter}_kwok-${kwok}"
+mkdir -p "${dir}"
+build() { # NAME PACKAGE
+  [[ -x "${dir}/$1" ]] && return 0
+  echo "building $1 (${2}) — first time only, several minutes on 2 cores" >&2
+  local start=$SECONDS
+  (cd "${tools}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/.$1.tmp" "$2")
+  mv "${dir}/.$1.tmp" "${dir}/$1"
+  echo "built $1 in $((SECONDS - start))s" >&2
+}
+build kwok sigs.k8s.io/kwok/cmd/kwok
+build karpenter-kwok sigs.k8s.io/karpenter/kwok
+"${here}/kube-binaries.sh" kube-scheduler kube-controller-manager >/dev/null
+echo "${dir}"
