@@ -451,7 +451,7 @@ func reasons() []Reason {
 			Name: "DNSResolverUnreachable", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
 			Threshold:   &Threshold{Default: 3, Unit: "consecutive checks"},
 			Description: "None of the node's DNS resolvers answers a query.",
-			Detects:     "a DNS query over UDP to each nameserver of /etc/resolv.conf (or the configured server) with a timeout; any answer, even an error code, counts as reachable",
+			Detects:     "a DNS query over UDP to each nameserver of /etc/resolv.conf (or the configured server) with a timeout; any answer, even an error code, counts as reachable; resolvers the node has no route to are left to MissingDefaultRoutes",
 		},
 		{
 			Name: "NICTransmitTimeout", Condition: "NetworkingReady", Severity: "Warning", Source: "log",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -169,7 +170,7 @@ func evalAllowances(prev, cur map[counterKey]uint64, thr map[string]float64, now
 		}
 		delta := v - old
 		limit := thr[a.Reason]
-		if limit < 1 || limit != limit {
+		if limit < 1 || math.IsNaN(limit) {
 			limit = 1
 		}
 		if float64(delta) < limit {

@@ -62,6 +62,12 @@ func (f *fakeStats) set(iface string, s map[string]uint64) {
 	f.stats[iface] = s
 }
 
+func (f *fakeStats) openCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.opens
+}
+
 func (f *fakeStats) Open() (StatsReader, error) {
 	f.mu.Lock()
 	f.opens++
@@ -178,8 +184,8 @@ func TestAllowancesKeepStateAcrossTicks(t *testing.T) {
 	tick(enaStats(101, 200, 3250, 4, 7), "BandwidthInExceeded/ens5,ConntrackExceeded/ens5")
 	tick(enaStats(0, 0, 0, 0, 0), "") // driver reset: new baseline
 	tick(enaStats(0, 0, 0, 0, 9), "LinkLocalExceeded/ens5")
-	if stats.opens != 7 {
-		t.Fatalf("opened %d readers for 7 checks: want one per check, closed after it", stats.opens)
+	if stats.openCount() != 7 {
+		t.Fatalf("opened %d readers for 7 checks: want one per check, closed after it", stats.openCount())
 	}
 }
 
@@ -217,8 +223,8 @@ func TestStuckStatsReadDoesNotWedge(t *testing.T) {
 	if _, err := runCheck(t, m, "net-ena-allowances"); !errors.As(err, &stuck) || !stuck.Earlier {
 		t.Fatalf("want 'still blocked', got %v", err)
 	}
-	if stats.opens != 1 {
-		t.Fatalf("a second read was started while the first is stuck (%d opens)", stats.opens)
+	if n := stats.openCount(); n != 1 {
+		t.Fatalf("a second read was started while the first is stuck (%d opens)", n)
 	}
 	close(stats.block)
 	deadline := time.Now().Add(5 * time.Second)

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"nodemend.dev/nodemend/pkg/agent/monitor"
@@ -34,6 +35,10 @@ type dnsProbe struct {
 	Rcode    int
 	// Errs are the failures, one per resolver that did not answer.
 	Errs []string
+	// Unroutable counts the resolvers the namespace has no route to: the
+	// query never left. That is MissingDefaultRoutes' (or InterfaceNotUp's)
+	// fault, reported once there, not a resolver that stopped answering.
+	Unroutable int
 }
 
 func (m *Monitor) runDNS(ctx context.Context) ([]monitor.Finding, error) {
@@ -125,6 +130,9 @@ func probeDNS(ctx context.Context, servers []string, name string, timeout time.D
 		if err == nil {
 			p.Answered, p.Rcode = s, rcode
 			return p
+		}
+		if errors.Is(err, syscall.ENETUNREACH) {
+			p.Unroutable++
 		}
 		p.Errs = append(p.Errs, fmt.Sprintf("%s: %v", s, err))
 	}
@@ -236,9 +244,11 @@ func parseResponseHeader(msg []byte, id uint16) (int, error) {
 }
 
 // evalDNS reports DNSResolverUnreachable after threshold consecutive checks
-// in which no resolver answered.
+// in which no resolver answered. When the namespace has no route to any of
+// them (a fresh namespace, a node that lost its routes) the query never
+// left: that is not counted, the routing reasons say it.
 func evalDNS(s *strikes, p dnsProbe, name string, threshold int, now time.Time) []monitor.Finding {
-	if p.Answered != "" || len(p.Servers) == 0 {
+	if p.Answered != "" || len(p.Servers) == 0 || p.Unroutable == len(p.Servers) {
 		s.reset()
 		return nil
 	}

@@ -17,6 +17,7 @@ package networking
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
 	"sync"
@@ -206,23 +207,17 @@ func gather[T any](ctx context.Context, m *Monitor, g *bounded.Guard, what strin
 // countThreshold is a reason's threshold as a count of at least 1.
 func (m *Monitor) countThreshold(reason string) int {
 	v := m.env.Threshold(reason)
-	if v != v || v < 1 { // NaN or below one
+	if math.IsNaN(v) || v < 1 {
 		return 1
 	}
-	if v > 1<<30 {
-		return 1 << 30
-	}
-	return int(v + 0.999999)
+	return int(math.Min(math.Ceil(v), 1<<30))
 }
 
 // secondsThreshold is a reason's threshold in seconds as a duration.
 func (m *Monitor) secondsThreshold(reason string) time.Duration {
 	v := m.env.Threshold(reason)
-	if v != v || v <= 0 {
+	if math.IsNaN(v) || v <= 0 {
 		return 0
 	}
-	if v > float64(1<<62)/float64(time.Second) {
-		return 1 << 62
-	}
-	return time.Duration(v * float64(time.Second))
+	return time.Duration(math.Min(v*float64(time.Second), 1<<62))
 }

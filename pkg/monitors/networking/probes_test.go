@@ -213,6 +213,25 @@ func TestDNSResolvConfInNetNS(t *testing.T) {
 	check("")
 }
 
+func TestEvalDNSUnroutable(t *testing.T) {
+	var s strikes
+	p := dnsProbe{Servers: []string{"10.0.0.2:53"}, Unroutable: 1, Errs: []string{"network is unreachable"}}
+	for range 5 {
+		if fs := evalDNS(&s, p, ".", 3, t0); len(fs) != 0 {
+			t.Fatalf("%v", fs)
+		}
+	}
+	// One of two resolvers routable but silent: that one is unreachable.
+	p = dnsProbe{Servers: []string{"10.0.0.2:53", "fd00::53"}, Unroutable: 1, Errs: []string{"a", "b"}}
+	var fs []string
+	for range 3 {
+		fs = append(fs, reasons(evalDNS(&s, p, ".", 3, t0)))
+	}
+	if fs[2] != "DNSResolverUnreachable" {
+		t.Fatalf("%v", fs)
+	}
+}
+
 func TestProbeDNSRealResolverOrder(t *testing.T) {
 	dead := newFakeResolver(t, 0)
 	dead.silent.Store(true)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,9 +116,6 @@ func ebsReasons() []string {
 	}
 	return rs
 }
-
-// ebsCounters is the previous reading of one volume.
-type ebsCounters = ebsStats
 
 // ebsVolume is one EBS controller found in sysfs.
 type ebsVolume struct {
@@ -231,7 +229,7 @@ func evalEBS(prev, cur map[string]ebsStats, ids map[string]string, thr map[strin
 				continue
 			}
 			limit := thr[c.Reason]
-			if limit < 1 || limit != limit {
+			if limit < 1 || math.IsNaN(limit) {
 				limit = 1
 			}
 			delta := v - o

@@ -52,6 +52,12 @@ func (m *Monitor) runWriteProbe(ctx context.Context) ([]monitor.Finding, error) 
 	_, err := bounded.Run(ctx, &m.probeGuard, "write probe in "+m.opts.ProbeDir, m.opts.ProbeTimeout, func() (struct{}, error) {
 		return struct{}{}, write(dir)
 	})
+	if errors.Is(err, unix.EROFS) {
+		if own, merr := agentOnlyReadOnly(selfMountinfo, dir); merr == nil && own {
+			return nil, fmt.Errorf("write probe: %s is on a mount that is read-only for the agent only (its superblock is writable): "+
+				"mount the host's %s writable into the agent; this says nothing about the host", dir, m.opts.ProbeDir)
+		}
+	}
 	outcome, detail, err := classifyProbe(err, m.opts.ProbeTimeout)
 	if err != nil {
 		return nil, err
@@ -88,6 +94,30 @@ func writeProbe(dir string) error {
 		return err
 	}
 	return os.Remove(p)
+}
+
+// selfMountinfo is the agent's own mount table (not the host's).
+const selfMountinfo = "/proc/self/mountinfo"
+
+// agentOnlyReadOnly reports whether dir, a path in the agent's own mount
+// namespace, is on a mount that is read-only while its filesystem is not: a
+// host directory bind-mounted read-only into the agent's container. A write
+// refused there (EROFS) is the agent's deployment, not the host's
+// filesystem; the host's own read-only remount shows in the superblock.
+func agentOnlyReadOnly(mountinfo, dir string) (bool, error) {
+	data, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return false, err
+	}
+	ms, err := parseMountinfo(data)
+	if err != nil {
+		return false, err
+	}
+	i := coveringMount(ms, filepath.Clean(dir))
+	if i < 0 {
+		return false, nil
+	}
+	return readOnly(ms[i].MountOptions) && !readOnly(ms[i].SuperOptions), nil
 }
 
 // classifyProbe turns the probe's error into an outcome and a detail for

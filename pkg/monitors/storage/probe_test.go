@@ -88,6 +88,33 @@ func TestWriteProbeRealReadOnlyFilesystem(t *testing.T) {
 	check("")
 }
 
+// TestWriteProbeAgentOnlyReadOnlyMount: the host directory reaches the
+// agent through a bind mount made read-only (a DaemonSet's readOnly
+// hostPath): the superblock is writable, so EROFS is the deployment's
+// mistake, reported as the check's error, never as the host's fault.
+func TestWriteProbeAgentOnlyReadOnlyMount(t *testing.T) {
+	root := hostroot.New(t)
+	host := t.TempDir() // the "host's" /var/lib/nodemend, on a writable filesystem
+	dir := root.Path("var/lib/nodemend")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(host, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("cannot bind mount (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := New(testEnv(root, clocktesting.NewFakePassiveClock(t0), nil), Options{})
+	for range 3 {
+		fs, err := runCheck(t, m, "storage-write-probe")
+		if len(fs) != 0 || err == nil || !strings.Contains(err.Error(), "read-only for the agent only") {
+			t.Fatalf("%v, %v", fs, err)
+		}
+	}
+}
+
 // TestWriteProbeFullDiskIsNotThisFault fills a real tiny tmpfs: ENOSPC is
 // FilesystemNearFull's business, not a filesystem that refuses writes.
 func TestWriteProbeFullDiskIsNotThisFault(t *testing.T) {

@@ -157,6 +157,12 @@ func (f *fakeNVMe) set(dev string, page []byte) {
 	f.pages[dev] = page
 }
 
+func (f *fakeNVMe) readCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}
+
 func (f *fakeNVMe) ReadLogPage(device string, id uint8, buf []byte) error {
 	f.mu.Lock()
 	f.reads++
@@ -216,8 +222,8 @@ func TestEBSCheckKeepsStateAcrossTicks(t *testing.T) {
 	if want := "EBS volume vol-0123456789abcdef0 (nvme0): IOPS demand exceeded the volume's provisioned IOPS for 250ms since the last check (ebs_volume_performance_exceeded_iops 0 → 250000 µs); I/O was throttled"; len(fs) != 1 || fs[0].Message != want {
 		t.Fatalf("%v", fs)
 	}
-	if nvme.reads != 12 {
-		t.Fatalf("%d log page reads, want 2 per check (the instance store volume is not read)", nvme.reads)
+	if n := nvme.readCount(); n != 12 {
+		t.Fatalf("%d log page reads, want 2 per check (the instance store volume is not read)", n)
 	}
 }
 
@@ -266,8 +272,8 @@ func TestStuckNVMeIoctl(t *testing.T) {
 	if !errors.As(err, &stuck) || !stuck.Earlier {
 		t.Fatalf("want 'still blocked', got %v", err)
 	}
-	if nvme.reads != 2 {
-		t.Fatalf("%d reads: a stuck controller was read again", nvme.reads)
+	if n := nvme.readCount(); n != 2 {
+		t.Fatalf("%d reads: a stuck controller was read again", n)
 	}
 	close(nvme.block)
 }

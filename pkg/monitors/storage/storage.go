@@ -13,6 +13,7 @@
 package storage
 
 import (
+	"math"
 	"path/filepath"
 	"sync"
 	"time"
@@ -77,7 +78,7 @@ type Monitor struct {
 	// configured paths to those paths, for the XFS shutdown rule.
 	devices map[string]string
 	probe   probeState
-	ebs     map[string]ebsCounters
+	ebs     map[string]ebsStats
 }
 
 var _ monitor.Monitor = (*Monitor)(nil)
@@ -105,7 +106,7 @@ func New(env monitor.Env, opts Options) *Monitor {
 		opts:         opts,
 		statfsGuards: map[string]*bounded.Guard{},
 		ebsGuards:    map[string]*bounded.Guard{},
-		ebs:          map[string]ebsCounters{},
+		ebs:          map[string]ebsStats{},
 	}
 }
 
@@ -167,11 +168,8 @@ func (m *Monitor) guard(guards map[string]*bounded.Guard, key string) *bounded.G
 // countThreshold is a reason's threshold as a count of at least 1.
 func (m *Monitor) countThreshold(reason string) int {
 	v := m.env.Threshold(reason)
-	if v != v || v < 1 {
+	if math.IsNaN(v) || v < 1 {
 		return 1
 	}
-	if v > 1<<30 {
-		return 1 << 30
-	}
-	return int(v + 0.999999)
+	return int(math.Min(math.Ceil(v), 1<<30))
 }

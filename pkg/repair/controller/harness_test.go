@@ -73,9 +73,19 @@ var nsSeq int
 // namespace, which holds its pause ConfigMap.
 func start(t *testing.T, mutate ...func(*controller.Options)) *harness {
 	t.Helper()
+	h := newHarness(t, mutate...)
+	m := h.manager(managerSpec{cfg: restCfg, log: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
+	h.reg = m.reg
+	h.stop = m.stop
+	return h
+}
+
+// newHarness prepares a namespace and a fake clock; no controller runs yet.
+func newHarness(t *testing.T, mutate ...func(*controller.Options)) *harness {
+	t.Helper()
 	nsSeq++
 	t0 := time.Now().UTC().Truncate(time.Second)
-	h := &harness{t: t, ctx: context.Background(), clock: clocktesting.NewFakeClock(t0), t0: t0, ns: fmt.Sprintf("nodemend-%d", nsSeq)}
+	h := &harness{t: t, ctx: context.Background(), clock: clocktesting.NewFakeClock(t0), t0: t0, ns: fmt.Sprintf("nodemend-%d", nsSeq), stop: func() {}}
 	if err := fixture.Namespace(h.ctx, k8s, h.ns); err != nil {
 		t.Fatal(err)
 	}
@@ -87,39 +97,59 @@ func start(t *testing.T, mutate ...func(*controller.Options)) *harness {
 		m(&h.opts)
 	}
 	t.Cleanup(h.cleanup)
-	h.run(testr.NewWithOptions(t, testr.Options{Verbosity: 0}))
 	return h
 }
 
-// run starts a manager with h.opts; stop ends it and waits.
-func (h *harness) run(log logr.Logger) {
+// managerSpec varies the controllers a test runs.
+type managerSpec struct {
+	cfg            *rest.Config
+	log            logr.Logger
+	leaderElection bool
+	afterStep      func(ctx context.Context, node string, step controller.Step) error
+}
+
+// running is one controller process, as far as a test is concerned.
+type running struct {
+	reg  *prometheus.Registry
+	stop func()
+	done chan struct{}
+}
+
+// manager starts a manager running the repair controller with h.opts.
+func (h *harness) manager(spec managerSpec) *running {
 	h.t.Helper()
-	mgr, err := controller.NewManager(restCfg, controller.ManagerOptions{
-		Logger: log, Namespace: h.ns, PauseConfigMap: h.opts.PauseConfigMap, MetricsAddr: "0", HealthAddr: "0",
-	})
+	mo := controller.ManagerOptions{
+		Logger: spec.log, Namespace: h.ns, PauseConfigMap: h.opts.PauseConfigMap, MetricsAddr: "0", HealthAddr: "0",
+		LeaderElection: spec.leaderElection,
+	}
+	if spec.leaderElection {
+		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = 3*time.Second, 2*time.Second, 100*time.Millisecond
+	}
+	mgr, err := controller.NewManager(spec.cfg, mo)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.reg = prometheus.NewRegistry()
+	r := &running{reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	opts := h.opts
-	opts.Registerer = h.reg
+	opts.Registerer = r.reg
+	opts.AfterStep = spec.afterStep
 	ctx, cancel := context.WithCancel(h.ctx)
 	if _, err := controller.Setup(ctx, mgr, opts); err != nil {
 		cancel()
 		h.t.Fatal(err)
 	}
-	done := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(r.done)
 		if err := mgr.Start(ctx); err != nil {
 			h.t.Errorf("manager: %v", err)
 		}
 	}()
 	var once sync.Once
-	h.stop = func() { once.Do(func() { cancel(); <-done }) }
+	r.stop = func() { once.Do(func() { cancel(); <-r.done }) }
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		h.t.Fatal("cache did not sync")
 	}
+	return r
 }
 
 func (h *harness) cleanup() {

@@ -1,0 +1,323 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/pkg/repair/controller"
+	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
+)
+
+// Crash safety. Two replicas run with leader election, as in production.
+// Whenever the leader records any workflow step on the API, it "crashes"
+// right after that write (the reconcile aborts before any bookkeeping, the
+// manager stops without a goodbye); the standby takes over and a fresh
+// standby starts. Every step of every repair is followed by such a crash.
+// Karpenter and Cluster API are simulated by a loop that removes a node once
+// its NodeClaim or Machine is deleted.
+//
+// Every API request of the controllers goes through an audit RoundTripper.
+// In the end: each unhealthy node was tainted once, handed over once, its
+// backend object deleted once, each pod evicted at most once, and no request
+// changed any other node, pod, NodeClaim or Machine.
+func TestCrashAfterEveryStep(t *testing.T) {
+	// One reconcile at a time, so that a crash never cuts another
+	// reconcile's write short (whose outcome the audit could not judge).
+	h := newHarness(t, func(o *controller.Options) { o.MaxConcurrentReconciles = 1 })
+	ctx := h.ctx
+	ns := "crash"
+	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+		t.Fatal(err)
+	}
+
+	// Three groups of five nodes (Karpenter, Cluster API, plain), one
+	// unhealthy node in each: 1 of 5 is within the gate.
+	must[*unstructured.Unstructured](t)(fixture.NodePool(ctx, k8s, "cnp"))
+	must[*unstructured.Unstructured](t)(fixture.MachineDeployment(ctx, k8s, ns, "cmd"))
+	var all []string
+	for i := range 5 {
+		k := fmt.Sprintf("ck-%d", i)
+		nc := must[*unstructured.Unstructured](t)(fixture.NodeClaim(ctx, k8s, k, "cnp", true))
+		h.node(k, fixture.InNodePool("cnp", nc))
+		c := fmt.Sprintf("cc-%d", i)
+		must[*unstructured.Unstructured](t)(fixture.Machine(ctx, k8s, ns, c, "cmd-x", "cmd"))
+		h.node(c, fixture.OfMachine(ns, c, "cmd-x"))
+		p := fmt.Sprintf("cp-%d", i)
+		h.node(p)
+		all = append(all, k, c, p)
+	}
+	sick := map[string]string{ // node → its backend object's path
+		"ck-0": "/apis/karpenter.sh/v1/nodeclaims/ck-0",
+		"cc-0": "/apis/cluster.x-k8s.io/v1beta2/namespaces/crash/machines/cc-0",
+		"cp-0": "/api/v1/nodes/cp-0",
+	}
+	// Pods everywhere; on the sick nodes, one that a PDB protects (evicted
+	// only after a few passes) and two free ones.
+	for _, n := range all {
+		must[*corev1.Pod](t)(fixture.Pod(ctx, k8s, ns, n+"-web", n, fixture.OwnedBy("apps/v1", "ReplicaSet", "web")))
+	}
+	for n := range sick {
+		must[*corev1.Pod](t)(fixture.Pod(ctx, k8s, ns, n+"-api", n, fixture.OwnedBy("apps/v1", "ReplicaSet", "api")))
+		must[*corev1.Pod](t)(fixture.Pod(ctx, k8s, ns, n+"-db", n, fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db-"+n)))
+		// The budget opens a little later (on the fake clock's schedule
+		// below), so that the drain takes several passes.
+		must[*policyv1PDB](t)(fixture.PDB(ctx, k8s, ns, "db-"+n, "db-"+n, 1, 0))
+	}
+
+	// Faults that expire 20 seconds (fake) after the start.
+	for n := range sick {
+		h.fault(n, "KernelReady", "False", "KernelDeadlock", h.t0.Add(-30*time.Minute+20*time.Second))
+	}
+
+	aud := &audit{}
+	cfg := rest.CopyConfig(restCfg)
+	cfg.WrapTransport = aud.wrap
+
+	var crashes atomic.Int32
+	var stepsSeen sync.Map // "node/step" → count
+	newReplica := func() *replica {
+		rep := &replica{}
+		rep.r = h.manager(managerSpec{cfg: cfg, log: logr.Discard(), leaderElection: true,
+			afterStep: func(_ context.Context, node string, step controller.Step) error {
+				v, _ := stepsSeen.LoadOrStore(node+"/"+string(step), new(atomic.Int32))
+				v.(*atomic.Int32).Add(1)
+				if rep.crashed.Swap(true) {
+					return errCrashed
+				}
+				crashes.Add(1)
+				go rep.r.stop() // the process dies; the lease is released
+				return errCrashed
+			}})
+		return rep
+	}
+	leader, standby := newReplica(), newReplica()
+	defer func() { leader.r.stop(); standby.r.stop() }()
+
+	engineCtx, stopEngines := context.WithCancel(ctx)
+	defer stopEngines()
+	go simulateEngines(engineCtx, ns)
+
+	// Drive the fake clock: 10 seconds per tick. The PDBs open after 2
+	// minutes (fake), well before the 10-minute drain deadline.
+	opened := false
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		done := true
+		for n := range sick {
+			if !h.gone(n) {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			for n := range sick {
+				t.Logf("%s: phase %q", n, h.phase(n))
+			}
+			t.Fatalf("repairs did not complete after %d crashes", crashes.Load())
+		}
+		if leader.crashed.Load() {
+			<-leader.r.done
+			leader, standby = standby, newReplica()
+		}
+		if !opened && h.clock.Since(h.t0) >= 2*time.Minute {
+			for n := range sick {
+				pdb := &policyv1PDB{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-" + n}}
+				if err := fixture.SetPDBStatus(ctx, k8s, pdb, 1, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opened = true
+		}
+		h.advance(10 * time.Second)
+		time.Sleep(30 * time.Millisecond)
+	}
+
+	// Every step of every repair was followed by a crash.
+	for n := range sick {
+		for _, s := range []controller.Step{controller.StepUnhealthyRecorded, controller.StepTainted, controller.StepEvicted, controller.StepHandedOver, controller.StepTargetDeleted} {
+			if _, ok := stepsSeen.Load(n + "/" + string(s)); !ok {
+				t.Errorf("no crash after %s of %s", s, n)
+			}
+		}
+	}
+	t.Logf("%d crashes, %d API requests", crashes.Load(), aud.len())
+
+	// Exactly once: one taint, one hand-over, one deletion of the backend
+	// object per repaired node.
+	for n, target := range sick {
+		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Draining"`); got != 1 {
+			t.Errorf("%s tainted %d times", n, got)
+		}
+		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Terminating"`); got != 1 {
+			t.Errorf("%s handed over %d times", n, got)
+		}
+		if got := aud.count("DELETE", target, ""); got != 1 {
+			t.Errorf("%s: its backend object deleted %d times", n, got)
+		}
+		for _, p := range []string{n + "-web", n + "-api", n + "-db"} {
+			evict, del := "/api/v1/namespaces/crash/pods/"+p+"/eviction", "/api/v1/namespaces/crash/pods/"+p
+			if got := aud.count("POST", evict, "") + aud.count("DELETE", del, ""); got != 1 {
+				t.Errorf("pod %s asked to leave %d times", p, got)
+			}
+		}
+	}
+	// No other node touched.
+	for _, m := range aud.mutations() {
+		for _, n := range all {
+			if sick[n] != "" {
+				continue
+			}
+			if strings.Contains(m, "/nodes/"+n+" ") || strings.Contains(m, "/pods/"+n+"-") ||
+				strings.HasSuffix(m, "/nodeclaims/"+n) || strings.HasSuffix(m, "/machines/"+n) {
+				t.Errorf("healthy %s touched: %s", n, m)
+			}
+		}
+	}
+	for _, n := range all {
+		if sick[n] != "" {
+			continue
+		}
+		if !h.untouched(n) || h.since(n) != "" {
+			t.Errorf("healthy %s carries repair state", n)
+		}
+	}
+}
+
+var errCrashed = errors.New("crashed (test)")
+
+type replica struct {
+	r       *running
+	crashed atomic.Bool
+}
+
+// simulateEngines plays Karpenter and Cluster API finishing a deletion: a
+// NodeClaim being deleted loses its node and then its finalizer; a Machine
+// that is gone takes its node with it.
+func simulateEngines(ctx context.Context, ns string) {
+	for ctx.Err() == nil {
+		ncs := &unstructured.UnstructuredList{}
+		ncs.SetAPIVersion("karpenter.sh/v1")
+		ncs.SetKind("NodeClaimList")
+		if err := k8s.List(ctx, ncs); err == nil {
+			for i := range ncs.Items {
+				nc := &ncs.Items[i]
+				if nc.GetDeletionTimestamp() == nil {
+					continue
+				}
+				_ = k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nc.GetName()}})
+				nc.SetFinalizers(nil)
+				_ = k8s.Update(ctx, nc)
+			}
+		}
+		nodes := &corev1.NodeList{}
+		if err := k8s.List(ctx, nodes); err == nil {
+			for _, n := range nodes.Items {
+				m := n.Annotations["cluster.x-k8s.io/machine"]
+				if m == "" {
+					continue
+				}
+				u := &unstructured.Unstructured{}
+				u.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+				u.SetKind("Machine")
+				if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, u); apierrors.IsNotFound(err) {
+					_ = k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// audit records the controllers' API requests.
+type audit struct {
+	mu      sync.Mutex
+	entries []auditEntry
+}
+
+type auditEntry struct {
+	method, path, body string
+	code               int
+}
+
+func (a *audit) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		var body []byte
+		if req.Body != nil && req.Method != http.MethodGet {
+			body, _ = io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		resp, err := rt.RoundTrip(req)
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		a.mu.Lock()
+		a.entries = append(a.entries, auditEntry{method: req.Method, path: req.URL.Path, body: string(body), code: code})
+		a.mu.Unlock()
+		return resp, err
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (a *audit) len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.entries)
+}
+
+// count counts successful requests with method and path whose body
+// contains substr.
+func (a *audit) count(method, path, substr string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, e := range a.entries {
+		if e.method == method && e.path == path && e.code >= 200 && e.code < 300 && strings.Contains(e.body, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+var leaseOrEvent = regexp.MustCompile(`/(leases|events)(/|$)`)
+
+// mutations lists "METHOD path " of every write other than events and the
+// leader election Lease.
+func (a *audit) mutations() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, e := range a.entries {
+		if e.method == http.MethodGet || leaseOrEvent.MatchString(e.path) {
+			continue
+		}
+		out = append(out, e.method+" "+e.path+" ")
+	}
+	return out
+}
