@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -73,7 +74,9 @@ func run(ctx context.Context, f flags) error {
 	if st, err := os.Stat(f.hostRoot); err != nil || !st.IsDir() {
 		return fmt.Errorf("--host-root %q is not a directory", f.hostRoot)
 	}
-	zl, err := zap.NewProduction()
+	// Problems the agent reports are expected conditions of a host, not
+	// programming errors: no stack traces below DPanic.
+	zl, err := zap.NewProduction(zap.AddStacktrace(zapcore.DPanicLevel))
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,8 @@ sources:
 monitors:
   kernel: {checkInterval: 5s}
   containerRuntime: {enabled: false}
+  networking: {enabled: false}
+  storage: {enabled: false}
 reasons:
   ForkFailedOutOfPIDs: {quietPeriod: 20s}
 `), 0o644); err != nil {
@@ -85,7 +87,7 @@ reasons:
 	}
 	defer logFile.Close()
 	agent := exec.CommandContext(ctx, agentBin, "--kubeconfig", kubeconfig, "--node-name", node,
-		"--host-root", root, "--config", agentCfg, "--metrics-bind-address", "127.0.0.1:0")
+		"--host-root", root, "--config", agentCfg, "--metrics-bind-address", "127.0.0.1:0", "--kube-api-qps", "50")
 	agent.Stdout, agent.Stderr = logFile, logFile
 	if err := agent.Start(); err != nil {
 		return fmt.Errorf("starting %s (run `make build`): %w", agentBin, err)
@@ -106,6 +108,7 @@ reasons:
 	mark("KernelReady=True published")
 	say("KernelReady=True: the agent watches the node")
 
+	time.Sleep(time.Second) // let the agent settle, so the figure below is the steady-state latency
 	line := "cgroup: fork rejected by pids controller in /system.slice/kubelet.service"
 	say("injecting a kernel fault into %s/dev/kmsg: %q", root, line)
 	f, err := os.OpenFile(filepath.Join(root, "dev/kmsg"), os.O_APPEND|os.O_WRONLY, 0)

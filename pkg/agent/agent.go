@@ -16,11 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -372,19 +371,26 @@ func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
 // podCache lists this node's pods from an informer.
 type podCache func() ([]*corev1.Pod, error)
 
+// startPodInformer caches this node's pods. It builds the one informer it
+// needs rather than an informer factory, which would link informers for every
+// API group into the agent.
 func startPodInformer(ctx context.Context, client kubernetes.Interface, node string) podCache {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	lw := cache.NewFilteredListWatchFromClient(client.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
+		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-		}))
-	lister := factory.Core().V1().Pods().Lister()
-	informer := factory.Core().V1().Pods().Informer()
-	factory.Start(ctx.Done())
+		})
+	informer := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 10*time.Minute, cache.Indexers{})
+	go informer.Run(ctx.Done())
 	return func() ([]*corev1.Pod, error) {
 		if !informer.HasSynced() {
 			return nil, errors.New("pod cache not synced yet")
 		}
-		return lister.List(labels.Everything())
+		objs := informer.GetStore().List()
+		pods := make([]*corev1.Pod, 0, len(objs))
+		for _, o := range objs {
+			pods = append(pods, o.(*corev1.Pod))
+		}
+		return pods, nil
 	}
 }
 
