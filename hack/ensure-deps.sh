@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ensure-deps.sh installs the Debian packages that tests and the demo call,
 # when their commands are missing: openssl and curl (local cluster),
-# journalctl and systemd-journal-remote (journal reader integration test).
+# journalctl and systemd-journal-remote (journal reader integration test),
+# tcpdump (diagnostics packet capture test).
 set -euo pipefail
 
 declare -A need=(
@@ -9,6 +10,7 @@ declare -A need=(
   [curl]=curl
   [journalctl]=systemd
   [/lib/systemd/systemd-journal-remote]=systemd-journal-remote
+  [tcpdump]=tcpdump
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,6 +37,9 @@ type flags struct {
 	configPath  string
 	metricsAddr string
 	qps         float32
+	// diagnostics flags (pkg/diagnostics)
+	diagnostics      bool
+	diagAllowUploads []string
 }
 
 func newCommand() *cobra.Command {
@@ -64,6 +68,8 @@ $NODE_NAME.`,
 	fl.StringVar(&f.configPath, "config", "", "agent config file (YAML, see docs/agent-config.md); reloaded on change")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:8088", "address for /metrics, /healthz and /readyz; empty disables")
 	fl.Float32Var(&f.qps, "kube-api-qps", 5, "client-side rate limit on requests to the API server")
+	fl.BoolVar(&f.diagnostics, "diagnostics", true, "serve NodeDiagnostics for this node (docs/diagnostics.md)")
+	fl.StringSliceVar(&f.diagAllowUploads, "diagnostics-allow-upload-cidrs", nil, "private/loopback/link-local CIDRs that NodeDiagnostic upload URLs may reach (refused by default)")
 	return cmd
 }
 
@@ -93,9 +99,13 @@ func run(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
+	diag, err := diagnosticsOptions(f, cfg)
+	if err != nil {
+		return err
+	}
 	a, err := agent.New(agent.Options{
 		Client: client, NodeName: f.nodeName, HostRoot: f.hostRoot, ConfigPath: f.configPath,
-		MetricsAddr: f.metricsAddr, Log: log,
+		MetricsAddr: f.metricsAddr, Log: log, Diagnostics: diag,
 	})
 	if err != nil {
 		return err
@@ -122,4 +132,20 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
 	}
 	return cfg, nil
+}
+
+// diagnosticsOptions turns the diagnostics flags into agent options.
+func diagnosticsOptions(f flags, cfg *rest.Config) (agent.DiagnosticsOptions, error) {
+	if !f.diagnostics {
+		return agent.DiagnosticsOptions{}, nil
+	}
+	d := agent.DiagnosticsOptions{Config: cfg}
+	for _, c := range f.diagAllowUploads {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return d, fmt.Errorf("--diagnostics-allow-upload-cidrs: %w", err)
+		}
+		d.AllowUploadPrefixes = append(d.AllowUploadPrefixes, p)
+	}
+	return d, nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -51,6 +52,8 @@ type flags struct {
 	qps                float32
 	burst              int
 	debug              bool
+	// logOut receives the logs (tests); nil: stderr.
+	logOut io.Writer
 }
 
 func defaultNamespace() string {
@@ -93,9 +96,9 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.DurationVar(&f.recheckInterval, "recheck-interval", 5*time.Minute, "how often a blocked repair is reconsidered")
 	fl.DurationVar(&f.drainPollInterval, "drain-poll-interval", 10*time.Second, "how often a drain pass runs while pods remain")
 	fl.DurationVar(&f.terminationTimeout, "termination-timeout", 30*time.Minute, "how long a node may outlive its hand-over to the backend before the repair is reported failed")
-	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", 4, "nodes reconciled in parallel")
-	fl.Float32Var(&f.qps, "kube-api-qps", 50, "client-side rate limit on requests to the API server")
-	fl.IntVar(&f.burst, "kube-api-burst", 100, "client-side burst above --kube-api-qps")
+	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", 8, "nodes reconciled in parallel")
+	fl.Float32Var(&f.qps, "kube-api-qps", 200, "client-side rate limit on requests to the API server (per client: the controller, the drain and the event recorder each have one)")
+	fl.IntVar(&f.burst, "kube-api-burst", 300, "client-side burst above --kube-api-qps")
 	fl.BoolVar(&f.debug, "debug", false, "log at debug level")
 	return cmd
 }
@@ -116,7 +119,11 @@ func run(ctx context.Context, f flags) error {
 	// JSON logs; controller-runtime adds controller, reconcileID and Node to
 	// every reconcile's logger, the controller NodeClaim or Machine when it
 	// hands a node over.
-	log := ctrlzap.New(ctrlzap.UseDevMode(false), ctrlzap.Level(level))
+	zopts := []ctrlzap.Opts{ctrlzap.UseDevMode(false), ctrlzap.Level(level)}
+	if f.logOut != nil {
+		zopts = append(zopts, ctrlzap.WriteTo(f.logOut))
+	}
+	log := ctrlzap.New(zopts...)
 	ctrl.SetLogger(log)
 
 	cfg, err := restConfig(f.kubeconfig)

@@ -62,6 +62,9 @@ type Options struct {
 	// re-check whether they apply (default 1m): a driver installed after the
 	// agent starts is picked up.
 	AppliesPoll time.Duration
+	// Diagnostics serves this node's NodeDiagnostics (pkg/diagnostics) when
+	// its Config is set; see diagnostics.go.
+	Diagnostics DiagnosticsOptions
 }
 
 // Agent is a running nodemend-agent.
@@ -178,6 +181,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); _ = a.exporter.Run(ctx) }()
 	go func() { defer wg.Done(); _ = a.sched.Run(ctx) }()
 	go func() { defer wg.Done(); a.watchApplicability(ctx) }()
+	a.startDiagnostics(ctx, &wg)
 	<-ctx.Done()
 	a.applyMu.Lock()
 	a.mu.Lock()

@@ -17,10 +17,16 @@ import (
 // DefaultChunkBytes is a packet-capture chunk's size when the spec has none.
 const DefaultChunkBytes = 64 << 20
 
-// maxPendingChunks bounds the closed chunks waiting for upload: with the one
-// being written and the one being sent, disk use stays under
-// (maxPendingChunks+2) × chunk size.
-const maxPendingChunks = 2
+// DefaultCaptureDiskBytes bounds the disk a packet capture uses for chunks
+// waiting to be uploaded.
+const DefaultCaptureDiskBytes = 512 << 20
+
+// maxPending is how many closed chunks may wait for upload: the disk budget
+// in chunks, at least 2. With the one being written and the one being
+// sent, a capture's disk use stays under budget + 2 chunks.
+func maxPending(budget, chunkBytes int64) int {
+	return int(max(2, budget/chunkBytes))
+}
 
 // capturePlan is when a capture runs and where its chunks go; a capture cut
 // by an agent restart resumes for the time it has left, with the URLs not
@@ -102,7 +108,7 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		uploaded   = plan.uploaded
 		sent       = plan.sent
 	)
-	err = pcap.Follow(ctx, capture, r.opts.Clock, time.Second, len(urls), maxPendingChunks,
+	err = pcap.Follow(ctx, capture, r.opts.Clock, time.Second, len(urls), maxPending(r.opts.CaptureDiskBytes, chunkBytes),
 		func(reason string) {
 			mu.Lock()
 			stopReason = reason

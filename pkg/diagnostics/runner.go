@@ -67,6 +67,9 @@ type Options struct {
 	Retention time.Duration
 	// MaxBundleBytes defaults to DefaultMaxBundleBytes.
 	MaxBundleBytes int64
+	// CaptureDiskBytes bounds the disk used by packet-capture chunks waiting
+	// for upload (default DefaultCaptureDiskBytes).
+	CaptureDiskBytes int64
 	// LogTailBytes is how much of each log file a bundle keeps (default 32 MiB).
 	LogTailBytes int64
 	// CollectorTimeout is a collector's default time limit (default 30s).
@@ -146,6 +149,9 @@ func New(opts Options) (*Runner, error) {
 	if opts.MaxBundleBytes <= 0 {
 		opts.MaxBundleBytes = DefaultMaxBundleBytes
 	}
+	if opts.CaptureDiskBytes <= 0 {
+		opts.CaptureDiskBytes = DefaultCaptureDiskBytes
+	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
 	}
@@ -208,7 +214,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	go r.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
 		r.queue.ShutDown()
-		return ctx.Err()
+		return nil // stopped before the first list
 	}
 	log.Info("serving NodeDiagnostics", "node", r.opts.NodeName, "outputDir", r.opts.OutputDir)
 	go func() {

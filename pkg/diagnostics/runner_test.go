@@ -4,11 +4,9 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -69,11 +67,12 @@ func newNode(t *testing.T) string {
 
 // agent is a running Runner.
 type agent struct {
-	r      *Runner
-	cancel context.CancelFunc
-	done   chan error
-	mu     sync.Mutex
-	synced map[string]int
+	r        *Runner
+	cancel   context.CancelFunc
+	done     chan error
+	mu       sync.Mutex
+	synced   map[string]int
+	stopOnce sync.Once
 }
 
 func (a *agent) syncs(name string) int {
@@ -84,15 +83,17 @@ func (a *agent) syncs(name string) int {
 
 func (a *agent) stop(t *testing.T) {
 	t.Helper()
-	a.cancel()
-	select {
-	case err := <-a.done:
-		if err != nil {
-			t.Errorf("runner returned %v", err)
+	a.stopOnce.Do(func() {
+		a.cancel()
+		select {
+		case err := <-a.done:
+			if err != nil {
+				t.Errorf("runner returned %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("runner did not stop")
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("runner did not stop")
-	}
+	})
 }
 
 func startAgent(t *testing.T, node string, h *diagtest.Host, mut func(*Options)) *agent {
@@ -119,13 +120,7 @@ func startAgent(t *testing.T, node string, h *diagtest.Host, mut func(*Options))
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	go func() { a.done <- r.Run(ctx) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cancel()
-			<-a.done
-		}
-	})
+	t.Cleanup(func() { a.stop(t) })
 	return a
 }
 
@@ -438,16 +433,17 @@ func TestDeleteCancels(t *testing.T) {
 	}
 }
 
-// uploadServer is an HTTPS server that stores PUT bodies by path.
+// uploadServer is an HTTPS server that stores PUT bodies by path. It
+// listens on a non-loopback address: admission refuses loopback URLs.
 type uploadServer struct {
-	*httptest.Server
+	*diagtest.TLSServer
 	mu     sync.Mutex
 	bodies map[string][]byte
 }
 
 func newUploadServer(t *testing.T, handler func(w http.ResponseWriter, r *http.Request) bool) *uploadServer {
 	s := &uploadServer{bodies: map[string][]byte{}}
-	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.TLSServer = diagtest.NewTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if handler != nil && handler(w, r) {
 			return
 		}
@@ -463,7 +459,6 @@ func newUploadServer(t *testing.T, handler func(w http.ResponseWriter, r *http.R
 		s.bodies[r.URL.Path] = b
 		s.mu.Unlock()
 	}))
-	t.Cleanup(s.Close)
 	return s
 }
 
@@ -473,10 +468,11 @@ func (s *uploadServer) body(path string) []byte {
 	return s.bodies[path]
 }
 
+// uploader trusts the server and allows its (possibly private) address, as
+// an agent configured for an in-cluster collector would.
 func (s *uploadServer) uploader() *upload.Uploader {
-	pool := x509.NewCertPool()
-	pool.AddCert(s.Certificate())
-	return &upload.Uploader{Policy: upload.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, RootCAs: pool,
+	ip, _ := netip.AddrFromSlice(s.IP)
+	return &upload.Uploader{Policy: upload.Policy{Allow: []netip.Prefix{netip.PrefixFrom(ip.Unmap(), 32)}}, RootCAs: s.Pool,
 		BaseTimeout: 5 * time.Second, Backoff: 10 * time.Millisecond}
 }
 

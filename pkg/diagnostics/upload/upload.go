@@ -80,7 +80,8 @@ func refusedPrefixes() []struct {
 
 // CheckIP reports why ip may not be dialed, or nil.
 func (p Policy) CheckIP(ip netip.Addr) error {
-	ip = ip.Unmap()
+	// A zoned address never matches a prefix: judge it without its zone.
+	ip = ip.Unmap().WithZone("")
 	for _, a := range p.Allow {
 		if a.Contains(ip) {
 			return nil
@@ -151,22 +152,7 @@ func (u *Uploader) Check(raw string) error {
 }
 
 func (u *Uploader) client() *http.Client {
-	dialer := &net.Dialer{
-		Timeout: 10 * time.Second,
-		// Control sees the address being connected to, after DNS: the
-		// policy applies to what is really dialed.
-		Control: func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip, err := netip.ParseAddr(host)
-			if err != nil {
-				return fmt.Errorf("%w: unparsable address %q", ErrRefused, host)
-			}
-			return u.Policy.CheckIP(ip)
-		},
-	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: u.control}
 	tr := &http.Transport{
 		Proxy:               nil, // never through an environment proxy: the policy must see the real peer
 		DialContext:         dialer.DialContext,
@@ -193,6 +179,22 @@ func (u *Uploader) client() *http.Client {
 			return nil
 		},
 	}
+}
+
+// control runs right before each connect, with the address being
+// connected to (after DNS, for every address tried): the policy applies to
+// what is really dialed, so a harmless-looking name cannot lead to a
+// refused address.
+func (u *Uploader) control(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("%w: unparsable address %q", ErrRefused, host)
+	}
+	return u.Policy.CheckIP(ip)
 }
 
 // PutFile uploads the file at path to raw with PUT, retrying transient

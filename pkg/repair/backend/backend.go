@@ -139,10 +139,11 @@ const (
 
 // DeleteOnce deletes t unless it is already gone or being deleted. The UID
 // precondition makes sure that an object recreated under the same name is
-// never deleted in its place.
-func DeleteOnce(ctx context.Context, c client.Client, t Target) (Outcome, error) {
+// never deleted in its place. r must read from the API server, not from a
+// cache: a stale cache would have the object deleted a second time.
+func DeleteOnce(ctx context.Context, r client.Reader, c client.Writer, t Target) (Outcome, error) {
 	cur := t.Meta()
-	if err := c.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, cur); err != nil {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, cur); err != nil {
 		if apierrors.IsNotFound(err) {
 			return Gone, nil
 		}

@@ -93,7 +93,7 @@ func TestKarpenterResolvesTheOwningNodeClaim(t *testing.T) {
 	if target.Name != "kp-mine" || target.UID != mine.GetUID() || target.Kind != "NodeClaim" || target.APIVersion != "karpenter.sh/v1" {
 		t.Fatalf("target %+v", target)
 	}
-	out, err := backend.DeleteOnce(ctx, k8s, target)
+	out, err := backend.DeleteOnce(ctx, k8s, k8s, target)
 	if err != nil || out != backend.Deleted {
 		t.Fatalf("DeleteOnce = %s, %v", out, err)
 	}
@@ -144,7 +144,7 @@ func TestClusterAPIResolvesTheNodesMachine(t *testing.T) {
 	if target.Name != "m-mine" || target.Namespace != "capi" || target.UID != mine.GetUID() || target.APIVersion != "cluster.x-k8s.io/v1beta2" {
 		t.Fatalf("target %+v", target)
 	}
-	if out, err := backend.DeleteOnce(ctx, k8s, target); err != nil || out != backend.Deleted {
+	if out, err := backend.DeleteOnce(ctx, k8s, k8s, target); err != nil || out != backend.Deleted {
 		t.Fatalf("DeleteOnce = %s, %v", out, err)
 	}
 	expectGone(t, mine)
@@ -163,7 +163,7 @@ func TestNodeBackendDeletesTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	target, _ := nodebackend.Backend{}.Resolve(ctx, n)
-	if out, err := backend.DeleteOnce(ctx, k8s, target); err != nil || out != backend.Deleted {
+	if out, err := backend.DeleteOnce(ctx, k8s, k8s, target); err != nil || out != backend.Deleted {
 		t.Fatalf("DeleteOnce = %s, %v", out, err)
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Name: "plain-1"}, &corev1.Node{}); !apierrors.IsNotFound(err) {
@@ -179,10 +179,10 @@ func TestDeleteOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := backend.Target{Backend: backend.Karpenter, APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "fin", UID: nc.GetUID()}
-	if out, err := backend.DeleteOnce(ctx, k8s, target); err != nil || out != backend.Deleted {
+	if out, err := backend.DeleteOnce(ctx, k8s, k8s, target); err != nil || out != backend.Deleted {
 		t.Fatalf("first = %s, %v", out, err)
 	}
-	if out, err := backend.DeleteOnce(ctx, k8s, target); err != nil || out != backend.AlreadyDeleting {
+	if out, err := backend.DeleteOnce(ctx, k8s, k8s, target); err != nil || out != backend.AlreadyDeleting {
 		t.Fatalf("second = %s, %v", out, err)
 	}
 	// Karpenter finishes: the finalizer goes and the object with it.
@@ -196,7 +196,7 @@ func TestDeleteOnce(t *testing.T) {
 	if err := k8s.Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := backend.DeleteOnce(ctx, k8s, target); err != nil || out != backend.Gone {
+	if out, err := backend.DeleteOnce(ctx, k8s, k8s, target); err != nil || out != backend.Gone {
 		t.Fatalf("after finalizer = %s, %v", out, err)
 	}
 	// Someone creates a new NodeClaim with the same name: not ours.
@@ -204,7 +204,7 @@ func TestDeleteOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := backend.DeleteOnce(ctx, k8s, target); err != nil || out != backend.Gone {
+	if out, err := backend.DeleteOnce(ctx, k8s, k8s, target); err != nil || out != backend.Gone {
 		t.Fatalf("recreated = %s, %v", out, err)
 	}
 	expectExists(t, "karpenter.sh/v1", "NodeClaim", "", again.GetName())

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -84,7 +85,7 @@ type Options struct {
 	// TerminationTimeout is how long a node may outlive its hand-over to the
 	// backend before the repair is reported failed. Default 30m.
 	TerminationTimeout time.Duration
-	// MaxConcurrentReconciles: default 4.
+	// MaxConcurrentReconciles: default 8.
 	MaxConcurrentReconciles int
 	// Registerer receives the metrics (controller-runtime's registry in the
 	// binary). Nil: no metrics.
@@ -110,7 +111,7 @@ func (o *Options) defaults() error {
 		o.TerminationTimeout = 30 * time.Minute
 	}
 	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
+		o.MaxConcurrentReconciles = 8
 	}
 	if o.Namespace == "" || o.PauseConfigMap == "" {
 		return fmt.Errorf("namespace and pause ConfigMap name are required")
@@ -138,6 +139,9 @@ type Reconciler struct {
 	// machineGVK is the served Cluster API Machine version; empty when
 	// Cluster API is not installed.
 	machineGVK schema.GroupVersionKind
+	// nodeStore is the Node informer's store, read without copies by the
+	// gate; nil if the cache does not expose it (then a list is used).
+	nodeStore toolscache.Store
 
 	mu sync.Mutex
 	// inflight are repairs seen in progress, so that the node's
@@ -194,6 +198,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 	}
 	if opts.Registerer != nil {
 		r.metrics = metrics.New(opts.Registerer, fleetView{r: r, ctx: ctx})
+	}
+	// The informer is registered now and started with the cache; its store
+	// is read only after the controller's sources have synced.
+	if inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err == nil {
+		if si, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+			r.nodeStore = si.GetStore()
+		}
 	}
 
 	b := ctrl.NewControllerManagedBy(mgr).

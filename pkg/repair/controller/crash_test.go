@@ -103,7 +103,10 @@ func TestCrashAfterEveryStep(t *testing.T) {
 					return errCrashed
 				}
 				crashes.Add(1)
-				go rep.r.stop() // the process dies; the lease is released
+				// The process dies now: its context ends before this
+				// reconcile returns, so no later request of it can reach
+				// the API server. (Its lease is released.)
+				rep.r.cancel()
 				return errCrashed
 			}})
 		return rep
@@ -167,6 +170,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	for n, target := range sick {
 		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Draining"`); got != 1 {
 			t.Errorf("%s tainted %d times", n, got)
+			aud.dump(t, "/nodes/"+n)
 		}
 		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Terminating"`); got != 1 {
 			t.Errorf("%s handed over %d times", n, got)
@@ -303,6 +307,16 @@ func (a *audit) count(method, path, substr string) int {
 		}
 	}
 	return n
+}
+
+func (a *audit) dump(t *testing.T, substr string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.entries {
+		if strings.Contains(e.path, substr) {
+			t.Logf("%s %s → %d %.300s", e.method, e.path, e.code, e.body)
+		}
+	}
 }
 
 var leaseOrEvent = regexp.MustCompile(`/(leases|events)(/|$)`)

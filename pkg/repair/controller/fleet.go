@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,34 +42,60 @@ func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.
 	}
 	g := group{pool: r.pools.Of(node, lookup), zone: node.Labels[pool.ZoneLabel]}
 	if !in.Vetoed && !in.Paused {
-		members, err := r.members(ctx, set, lookup)
+		in.Pool, in.Zone, err = r.count(ctx, g, set, lookup)
 		if err != nil {
 			return gate.Decision{}, group{}, err
 		}
-		in.Pool, in.Zone = gate.Tally(members, g.pool.String(), g.zone)
 	}
 	return gate.Decide(in), g, nil
 }
 
-// members lists every node as the gate counts it: its pool, its zone, and
-// whether it is unhealthy under its own policy (tolerated or not) or under
-// repair.
-func (r *Reconciler) members(ctx context.Context, set *policy.Set, lookup pool.MachineLookup) ([]gate.Member, error) {
+// count walks the fleet once and counts the nodes of g's pool and zone, and
+// how many of them are unhealthy under their own policy (tolerated or not)
+// or under repair.
+func (r *Reconciler) count(ctx context.Context, g group, set *policy.Set, lookup pool.MachineLookup) (gate.Group, *gate.Group, error) {
+	p := gate.Group{Name: g.pool.String()}
+	var z *gate.Group
+	if g.zone != "" {
+		z = &gate.Group{Name: g.zone}
+	}
+	err := r.eachNode(ctx, func(n *corev1.Node) {
+		inPool := r.pools.Of(n, lookup) == g.pool
+		inZone := z != nil && n.Labels[pool.ZoneLabel] == g.zone
+		if !inPool && !inZone {
+			return
+		}
+		u := countsUnhealthy(n, set)
+		if inPool {
+			p.Add(u)
+		}
+		if inZone {
+			z.Add(u)
+		}
+	})
+	return p, z, err
+}
+
+// eachNode calls f for every cached node, read-only. The gate walks the
+// whole fleet for each decision, so it reads the informer's store directly
+// rather than copying thousands of nodes into a list.
+func (r *Reconciler) eachNode(ctx context.Context, f func(*corev1.Node)) error {
+	if r.nodeStore != nil {
+		for _, o := range r.nodeStore.List() {
+			if n, ok := o.(*corev1.Node); ok {
+				f(n)
+			}
+		}
+		return nil
+	}
 	nodes := &corev1.NodeList{}
-	// Read-only walk over the cache: no deep copy of thousands of nodes.
 	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]gate.Member, 0, len(nodes.Items))
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		out = append(out, gate.Member{
-			Pool:      r.pools.Of(n, lookup).String(),
-			Zone:      n.Labels[pool.ZoneLabel],
-			Unhealthy: countsUnhealthy(n, set),
-		})
+		f(&nodes.Items[i])
 	}
-	return out, nil
+	return nil
 }
 
 func countsUnhealthy(n *corev1.Node, set *policy.Set) bool {
@@ -88,13 +116,13 @@ func (r *Reconciler) machineLookup(ctx context.Context) (pool.MachineLookup, err
 	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	idx := make(map[string]pool.Machine, len(list.Items))
+	idx := make(map[types.NamespacedName]pool.Machine, len(list.Items))
 	for i := range list.Items {
 		m := &list.Items[i]
-		idx[m.Namespace+"/"+m.Name] = pool.Machine{Labels: m.Labels, Owner: metav1.GetControllerOf(m)}
+		idx[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = pool.Machine{Labels: m.Labels, Owner: metav1.GetControllerOf(m)}
 	}
 	return func(ns, name string) (pool.Machine, bool) {
-		m, ok := idx[ns+"/"+name]
+		m, ok := idx[types.NamespacedName{Namespace: ns, Name: name}]
 		return m, ok
 	}, nil
 }
@@ -187,32 +215,27 @@ func (f fleetView) Unhealthy() []metrics.FleetNode {
 		return nil
 	}
 	lookup, _ := r.machineLookup(ctx)
-	nodes := &corev1.NodeList{}
-	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
 	var out []metrics.FleetNode
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	_ = r.eachNode(ctx, func(n *corev1.Node) {
 		rules := set.For(n.Labels).Rules
 		p := ""
-		seen := map[corev1.NodeConditionType]bool{}
+		var seen []corev1.NodeConditionType
 		for _, c := range n.Status.Conditions {
 			for _, rule := range rules {
-				if seen[c.Type] || policy.IsPressure(rule.Type) || !rule.Matches(c) {
+				if slices.Contains(seen, c.Type) || policy.IsPressure(rule.Type) || !rule.Matches(c) {
 					continue
 				}
 				if p == "" {
 					p = r.pools.Of(n, lookup).String()
 				}
-				seen[c.Type] = true
+				seen = append(seen, c.Type)
 				out = append(out, metrics.FleetNode{Pool: p, Condition: string(c.Type)})
 			}
 		}
 		if len(seen) == 0 && n.Annotations[workflow.PhaseAnnotation] != "" {
 			out = append(out, metrics.FleetNode{Pool: r.pools.Of(n, lookup).String(), Condition: "InRepair"})
 		}
-	}
+	})
 	return out
 }
 

@@ -110,9 +110,10 @@ type managerSpec struct {
 
 // running is one controller process, as far as a test is concerned.
 type running struct {
-	reg  *prometheus.Registry
-	stop func()
-	done chan struct{}
+	reg *prometheus.Registry
+	// cancel stops the manager without waiting; stop waits for it.
+	cancel, stop func()
+	done         chan struct{}
 }
 
 // manager starts a manager running the repair controller with h.opts.
@@ -144,6 +145,7 @@ func (h *harness) manager(spec managerSpec) *running {
 			h.t.Errorf("manager: %v", err)
 		}
 	}()
+	r.cancel = cancel
 	var once sync.Once
 	r.stop = func() { once.Do(func() { cancel(); <-r.done }) }
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -237,7 +239,7 @@ func (h *harness) eventually(what string, cond func() bool) {
 // consistently checks cond for a while: for the absence of an action.
 func (h *harness) consistently(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
 		if !cond() {
 			h.t.Fatalf("expected %s to hold", what)

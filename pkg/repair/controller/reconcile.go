@@ -41,6 +41,17 @@ const (
 
 // Reconcile moves one node one or more steps along its repair.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// A write based on a cached node that had changed meanwhile (our
+		// own previous write, usually): try again once the cache caught up.
+		ctrl.LoggerFrom(ctx).V(1).Info("conflict; retrying", "error", err.Error())
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
@@ -246,7 +257,7 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
 		return reconcile.Result{}, err
 	}
-	out, err := backend.DeleteOnce(ctx, r.client, t)
+	out, err := backend.DeleteOnce(ctx, r.apiReader, r.client, t)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

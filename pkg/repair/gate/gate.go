@@ -118,33 +118,10 @@ func checkGroup(g Gate, what string, grp Group, limit intstr.IntOrString) (Decis
 		what, grp.Name, grp.Unhealthy, grp.Size, allowed, limit.String())}, false
 }
 
-// Member is one node as the gate counts it.
-type Member struct {
-	Pool      string
-	Zone      string
-	Unhealthy bool
-}
-
-// Tally counts the members of pool and of zone (zone "" means none: nil).
-func Tally(members []Member, pool, zone string) (Group, *Group) {
-	p := Group{Name: pool}
-	var z *Group
-	if zone != "" {
-		z = &Group{Name: zone}
+// Add counts one node into g.
+func (g *Group) Add(unhealthy bool) {
+	g.Size++
+	if unhealthy {
+		g.Unhealthy++
 	}
-	for _, m := range members {
-		if m.Pool == pool {
-			p.Size++
-			if m.Unhealthy {
-				p.Unhealthy++
-			}
-		}
-		if z != nil && m.Zone == zone {
-			z.Size++
-			if m.Unhealthy {
-				z.Unhealthy++
-			}
-		}
-	}
-	return p, z
 }

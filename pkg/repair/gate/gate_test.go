@@ -80,22 +80,15 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-func TestTally(t *testing.T) {
-	members := []Member{
-		{Pool: "a", Zone: "z1", Unhealthy: true},
-		{Pool: "a", Zone: "z2"},
-		{Pool: "a", Zone: "z1"},
-		{Pool: "b", Zone: "z1", Unhealthy: true},
-		{Pool: "cluster", Zone: ""},
+func TestGroupAdd(t *testing.T) {
+	g := Group{Name: "a"}
+	for _, u := range []bool{true, false, false, true, false} {
+		g.Add(u)
 	}
-	p, z := Tally(members, "a", "z1")
-	if p != (Group{Name: "a", Size: 3, Unhealthy: 1}) {
-		t.Errorf("pool %+v", p)
+	if g != (Group{Name: "a", Size: 5, Unhealthy: 2}) {
+		t.Errorf("group %+v", g)
 	}
-	if z == nil || *z != (Group{Name: "z1", Size: 3, Unhealthy: 2}) {
-		t.Errorf("zone %+v", z)
-	}
-	if _, z := Tally(members, "cluster", ""); z != nil {
-		t.Errorf("no zone label must give no zone group, got %+v", z)
+	if d := Decide(Input{MaxUnhealthy: twentyPct, Pool: g}); d.Allowed {
+		t.Errorf("2 of 5 allowed: %+v", d)
 	}
 }

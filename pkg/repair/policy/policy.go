@@ -168,6 +168,8 @@ type Problem struct {
 // Set is the compiled set of NodeRepairPolicies.
 type Set struct {
 	entries []entry
+	// def is Default(), built once: For runs for every node of the fleet.
+	def Policy
 }
 
 type entry struct {
@@ -179,7 +181,7 @@ type entry struct {
 // NewSet compiles policies, ordered by weight (highest first) then name.
 // Policies that cannot be used are left out and reported.
 func NewSet(objs []v1alpha1.NodeRepairPolicy) (*Set, []Problem) {
-	s := &Set{}
+	s := &Set{def: Default()}
 	var problems []Problem
 	for i := range objs {
 		o := &objs[i]
@@ -217,17 +219,19 @@ func selector(ls *metav1.LabelSelector) (labels.Selector, error) {
 }
 
 // For returns the policy of a node with the given labels. A nil Set has no
-// policies: the defaults apply.
+// policies: the defaults apply. The returned policy shares its slices with
+// the Set: read it, do not modify it.
 func (s *Set) For(nodeLabels map[string]string) Policy {
-	if s != nil {
-		set := labels.Set(nodeLabels)
-		for _, e := range s.entries {
-			if e.selector.Matches(set) {
-				return e.policy
-			}
+	if s == nil {
+		return Default()
+	}
+	set := labels.Set(nodeLabels)
+	for i := range s.entries {
+		if s.entries[i].selector.Matches(set) {
+			return s.entries[i].policy
 		}
 	}
-	return Default()
+	return s.def
 }
 
 // Len is the number of usable policies.

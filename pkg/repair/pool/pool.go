@@ -53,8 +53,10 @@ type Pool struct {
 	Group     string
 	Kind      string
 	Namespace string
-	// Name is the object's name, or for a label pool "key=value".
+	// Name is the object's name, or for a label pool the label's value.
 	Name string
+	// Label is the label key of a label pool.
+	Label string
 }
 
 // Cluster is the group of nodes in no pool.
@@ -66,7 +68,7 @@ func (p Pool) String() string {
 	case p.Kind == KindCluster || p.Kind == "":
 		return "cluster"
 	case p.Kind == KindLabel:
-		return "label/" + p.Name
+		return "label/" + p.Label + "=" + p.Name
 	case p.Namespace != "":
 		return p.Kind + "/" + p.Namespace + "/" + p.Name
 	default:
@@ -105,11 +107,11 @@ func MachineOf(node *corev1.Node) (namespace, name string, ok bool) {
 }
 
 // Of returns the pool of node. machines may be nil when Cluster API is not
-// installed.
+// installed. It allocates nothing: the gate calls it for every node.
 func (r Resolver) Of(node *corev1.Node, machines MachineLookup) Pool {
 	if r.Label != "" {
 		if v, ok := node.Labels[r.Label]; ok && v != "" {
-			return Pool{Kind: KindLabel, Name: r.Label + "=" + v}
+			return Pool{Kind: KindLabel, Label: r.Label, Name: v}
 		}
 	}
 	if np := node.Labels[KarpenterNodePoolLabel]; np != "" {

@@ -120,5 +120,11 @@ func (d Drainer) Pass(ctx context.Context, nodeName string, mode v1alpha1.DrainM
 			failed = append(failed, fmt.Errorf("deleting %s/%s: %w", pod.Namespace, pod.Name, err))
 		}
 	}
+	// Every pod was just asked to leave: if the next pass would not wait
+	// for them anyway (deadline passed, or no kubelet to confirm), the
+	// drain is done now, without another list.
+	if !res.Done && len(failed) == 0 && res.Blocked == 0 && (pastDeadline || !kubeletAlive) {
+		res.Done = true
+	}
 	return res, errors.Join(failed...)
 }

@@ -122,14 +122,33 @@ func TestDrainDeletesAfterTheDeadline(t *testing.T) {
 	if err != nil || res.Blocked != 1 {
 		t.Fatalf("before deadline %+v %v", res, err)
 	}
+	// At the deadline the pod is deleted, and since nothing is waited for
+	// after the deadline, the drain is done in the same pass.
 	res, err = d.Pass(ctx, "drain-3", v1alpha1.DrainEvict, true, true)
-	if err != nil || res.Deleted != 1 || res.Done {
+	if err != nil || res.Deleted != 1 || !res.Done {
 		t.Fatalf("at deadline %+v %v", res, err)
 	}
 	expectTerminating(t, ns, "guarded")
 	res, err = d.Pass(ctx, "drain-3", v1alpha1.DrainEvict, true, true)
-	if err != nil || !res.Done {
+	if err != nil || !res.Done || res.Deleted != 0 {
 		t.Fatalf("after deadline %+v %v", res, err)
+	}
+}
+
+// A node whose kubelet is gone: once every pod was evicted, nothing is
+// waited for.
+func TestDrainDoneAtOnceWithoutAKubelet(t *testing.T) {
+	ctx := context.Background()
+	ns := "drain-dead"
+	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixture.Pod(ctx, k8s, ns, "web", "drain-4", fixture.OwnedBy("apps/v1", "ReplicaSet", "web")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Drainer{Client: clientset}.Pass(ctx, "drain-4", v1alpha1.DrainEvict, false, false)
+	if err != nil || res.Evicted != 1 || !res.Done {
+		t.Fatalf("pass %+v %v", res, err)
 	}
 }
 

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"nodemend.dev/nodemend/internal/testenv"
+)
+
+// Every flag is documented in docs/repair.md, with its default.
+func TestEveryFlagIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "repair.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAMESPACE", "")
+	newCommand().Flags().VisitAll(func(f *pflag.Flag) {
+		if !strings.Contains(string(doc), "`--"+f.Name+"`") {
+			t.Errorf("--%s is not documented in docs/repair.md", f.Name)
+		}
+	})
+}
+
+func TestFlagDefaults(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	fl := newCommand().Flags()
+	want := map[string]string{
+		"leader-elect": "true", "namespace": "nodemend-system", "pause-configmap": "nodemend-pause",
+		"recheck-interval": "5m0s", "dry-run": "false", "backend": "",
+	}
+	for name, v := range want {
+		if got := fl.Lookup(name).DefValue; got != v {
+			t.Errorf("--%s default %q, want %q", name, got, v)
+		}
+	}
+}
+
+func TestRunRefusesAnUnknownBackend(t *testing.T) {
+	if err := run(t.Context(), flags{backend: "terraform", namespace: "x"}); err == nil || !strings.Contains(err.Error(), "--backend") {
+		t.Errorf("run = %v", err)
+	}
+}
+
+// The binary's wiring end to end, on a real API server with the real clock:
+// a node unhealthy for an hour is repaired (plain node: deleted), with JSON
+// logs that carry controller, reconcileID and Node.
+func TestRunRepairsANode(t *testing.T) {
+	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds", "nodemend.dev_noderepairpolicies.yaml")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	ctx := t.Context()
+	cs := env.Client
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nodemend-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hourAgo := metav1.NewTime(time.Now().Add(-time.Hour))
+	for i := range 5 {
+		n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := corev1.ConditionTrue
+		if i == 0 {
+			status = corev1.ConditionFalse
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: "KernelReady", Status: status, Reason: "KernelDeadlock", LastTransitionTime: hourAgo, LastHeartbeatTime: hourAgo}}
+		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := writeKubeconfig(env.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, flags{kubeconfig: kubeconfig, namespace: "nodemend-system", leaderElect: true, leaderElectionID: "nodemend-controller",
+			metricsAddr: "0", healthAddr: "0", pauseConfigMap: "nodemend-pause", recheckInterval: time.Minute, drainPollInterval: time.Second,
+			terminationTimeout: time.Minute, concurrency: 2, qps: 50, burst: 100, logOut: logs})
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := cs.CoreV1().Nodes().Get(ctx, "n0", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n0 not repaired; logs:\n%s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if entry["msg"] == "repair started" {
+			found = true
+			for _, k := range []string{"controller", "reconcileID", "Node"} {
+				if _, ok := entry[k]; !ok {
+					t.Errorf("log line lacks %q: %s", k, line)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no \"repair started\" log line:\n%s", logs.String())
+	}
+	for i := 1; i < 5; i++ {
+		if _, err := cs.CoreV1().Nodes().Get(ctx, fmt.Sprintf("n%d", i), metav1.GetOptions{}); err != nil {
+			t.Errorf("n%d: %v", i, err)
+		}
+	}
+}
+
+func writeKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,452 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
+)
+
+// managedBy labels the objects kubectl-mend creates.
+const (
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = "kubectl-mend"
+)
+
+type logsOptions struct {
+	selector     string
+	uploadURL    string
+	categories   []string
+	outputDir    string
+	since        time.Duration
+	timeout      time.Duration
+	agentTimeout time.Duration
+	poll         time.Duration
+	keep         bool
+	fresh        bool
+	parallel     int
+}
+
+func newLogsCommand(g *Global, s Streams) *cobra.Command {
+	o := &logsOptions{poll: 500 * time.Millisecond}
+	cmd := &cobra.Command{
+		Use:   "logs (NODE... | -l SELECTOR)",
+		Short: "Collect a redacted diagnostic bundle from nodes, without SSH",
+		Long: `logs asks the nodemend-agent on each node for a diagnostic bundle (a NodeDiagnostic
+object), shows its progress, downloads the bundle through the API server's node proxy
+(/api/v1/nodes/NODE/proxy/logs/nodemend/FILE, served by the kubelet) into --output, and
+deletes the object. Secrets are redacted on the node, before anything leaves it.
+
+With --upload-url the agent PUTs the bundle to that HTTPS URL (for example a pre-signed
+object-store URL) instead, and nothing is downloaded.
+
+Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get nodes/proxy
+(to download).`,
+		Example: `  kubectl mend logs ip-10-0-1-23.ec2.internal
+  kubectl mend logs -l node.kubernetes.io/instance-type=p5.48xlarge --categories base,kernel,accelerators -o ./bundles
+  kubectl mend logs ip-10-0-1-23.ec2.internal --upload-url "$(aws s3 presign ... )"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), g, s, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.selector, "selector", "l", "", "label selector of the nodes")
+	fl.StringVar(&o.uploadURL, "upload-url", "", "HTTPS URL the agent PUTs the bundle to (one node only); nothing is downloaded")
+	fl.StringSliceVar(&o.categories, "categories", nil, "categories to collect (default all): "+strings.Join(categoryNames(), ","))
+	fl.StringVarP(&o.outputDir, "output", "o", ".", "directory the bundles are saved in")
+	fl.DurationVar(&o.since, "since", 0, "how far back time-based logs go (default: the agent's, 24h)")
+	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
+	fl.DurationVar(&o.agentTimeout, "agent-timeout", 30*time.Second, "how long to wait for the node's agent to pick the request up")
+	fl.BoolVar(&o.keep, "keep", false, "keep the NodeDiagnostic objects instead of deleting them")
+	fl.BoolVar(&o.fresh, "fresh", false, "always collect a new bundle instead of reusing a recent one")
+	fl.IntVar(&o.parallel, "parallel", 8, "nodes handled at once")
+	return cmd
+}
+
+func categoryNames() []string {
+	var out []string
+	for _, c := range v1alpha1.AllLogCategories() {
+		out = append(out, string(c))
+	}
+	return out
+}
+
+func (o *logsOptions) validate(args []string) error {
+	if (len(args) == 0) == (o.selector == "") {
+		return errors.New("name nodes, or select them with -l, not both")
+	}
+	if o.uploadURL != "" && len(args) != 1 {
+		return errors.New("--upload-url takes exactly one node: every bundle needs its own URL")
+	}
+	if o.uploadURL != "" && !strings.HasPrefix(o.uploadURL, "https://") {
+		return errors.New("--upload-url must be an https:// URL")
+	}
+	for _, c := range o.categories {
+		if !slices.Contains(categoryNames(), c) {
+			return fmt.Errorf("unknown category %q (known: %s)", c, strings.Join(categoryNames(), ", "))
+		}
+	}
+	if o.parallel < 1 {
+		o.parallel = 1
+	}
+	return nil
+}
+
+func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []string) error {
+	if err := o.validate(args); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	c, err := g.Clients()
+	if err != nil {
+		return err
+	}
+	if err := c.CheckCRD(); err != nil {
+		return err
+	}
+	need := []Access{
+		{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to request a bundle"},
+		{Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to follow its progress"},
+		{Verb: "list", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to reuse a recent bundle"},
+		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to clean up"},
+		{Verb: "get", Resource: "nodes", Why: "to find the nodes"},
+	}
+	if o.uploadURL == "" {
+		need = append(need, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Why: "to download bundles through the API server's node proxy; use --upload-url otherwise"})
+	}
+	if err := c.CheckAccess(ctx, need...); err != nil {
+		return err
+	}
+	nodes, err := o.nodes(ctx, c, args)
+	if err != nil {
+		return err
+	}
+	if o.uploadURL == "" {
+		if err := os.MkdirAll(o.outputDir, 0o755); err != nil {
+			return err
+		}
+	}
+	prog := NewProgress(s.Out, nodes)
+	errs := make([]error, len(nodes))
+	sem := make(chan struct{}, o.parallel)
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = o.node(ctx, c, prog, n)
+			if errs[i] != nil {
+				prog.Update(n, "failed", "%v", errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", nodes[i], err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d nodes failed:\n  %s", len(failed), len(nodes), strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+// nodes resolves the named or selected nodes.
+func (o *logsOptions) nodes(ctx context.Context, c *Clients, names []string) ([]string, error) {
+	if o.selector == "" {
+		for _, n := range names {
+			if _, err := c.Core.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("node %q not found", n)
+			} else if err != nil {
+				return nil, Explain(err, "reading node "+n)
+			}
+		}
+		return names, nil
+	}
+	sel, err := labels.Parse(o.selector)
+	if err != nil {
+		return nil, fmt.Errorf("-l: %w", err)
+	}
+	list, err := c.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, Explain(err, "listing nodes")
+	}
+	var out []string
+	for _, n := range list.Items {
+		out = append(out, n.Name)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no nodes match %q", o.selector)
+	}
+	return out, nil
+}
+
+// node gets one node's bundle.
+func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node string) error {
+	prog.Update(node, "validating", "requesting a bundle")
+	obj, err := o.obtain(ctx, c, prog, node)
+	if err != nil {
+		return err
+	}
+	if !o.keep {
+		defer func() {
+			// The run's context may be over; cleaning up still matters.
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := c.ND.Delete(dctx, obj.Name); err != nil && !apierrors.IsNotFound(err) {
+				prog.Update(node, "warning", "could not delete nodediagnostic/%s: %v", obj.Name, err)
+			}
+		}()
+	}
+	done, err := o.wait(ctx, c, prog, node, obj)
+	if err != nil {
+		return err
+	}
+	st := done.Status.LogCapture
+	if o.uploadURL != "" {
+		prog.Update(node, "uploaded", "%s (%s)", hostOf(o.uploadURL), HumanBytes(st.SizeBytes))
+		return nil
+	}
+	path, err := o.download(ctx, c, prog, node, st)
+	if err != nil {
+		return err
+	}
+	note := ""
+	if len(st.Errors) > 0 {
+		note = fmt.Sprintf(", %d collectors failed (see manifest.json)", len(st.Errors))
+	}
+	prog.Update(node, "saved", "%s (%s%s)", path, HumanBytes(st.SizeBytes), note)
+	return nil
+}
+
+func hostOf(u string) string {
+	h := strings.TrimPrefix(u, "https://")
+	return strings.SplitN(h, "/", 2)[0]
+}
+
+// obtain reuses a recent completed bundle of the same request still on the
+// node, or creates a request.
+func (o *logsOptions) obtain(ctx context.Context, c *Clients, prog *Progress, node string) (*v1alpha1.NodeDiagnostic, error) {
+	spec := o.spec(node)
+	if !o.fresh && o.uploadURL == "" {
+		list, err := c.ND.List(ctx, metav1.ListOptions{
+			LabelSelector: managedByLabel + "=" + managedBy,
+			FieldSelector: fields.OneTermEqualSelector(ndclient.NodeNameField, node).String(),
+		})
+		if err != nil {
+			return nil, Explain(err, "listing nodediagnostics")
+		}
+		if r := reusable(list.Items, spec, time.Now()); r != nil {
+			prog.Update(node, "validating", "reusing nodediagnostic/%s from %s ago", r.Name, time.Since(r.CreationTimestamp.Time).Round(time.Second))
+			return r, nil
+		}
+	}
+	obj := &v1alpha1.NodeDiagnostic{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: truncate(node, 50) + "-logs-", Labels: map[string]string{managedByLabel: managedBy}},
+		Spec:       spec,
+	}
+	created, err := c.ND.Create(ctx, obj)
+	if err != nil {
+		if apierrors.IsInvalid(err) {
+			return nil, fmt.Errorf("the API server refused the request: %v", apierrors.ReasonForError(err))
+		}
+		return nil, Explain(err, "creating a nodediagnostic")
+	}
+	prog.Update(node, "validating", "created nodediagnostic/%s", created.Name)
+	return created, nil
+}
+
+func (o *logsOptions) spec(node string) v1alpha1.NodeDiagnosticSpec {
+	lc := &v1alpha1.LogCaptureSpec{Destination: v1alpha1.DestinationNode}
+	if o.uploadURL != "" {
+		lc.Destination = o.uploadURL
+	}
+	for _, c := range o.categories {
+		lc.Categories = append(lc.Categories, v1alpha1.LogCategory(c))
+	}
+	if o.since > 0 {
+		lc.Since = &metav1.Duration{Duration: o.since}
+	}
+	return v1alpha1.NodeDiagnosticSpec{NodeName: node, LogCapture: lc}
+}
+
+// reusable picks a completed bundle of the same request that is recent and
+// stays on the node long enough to be downloaded.
+func reusable(items []v1alpha1.NodeDiagnostic, spec v1alpha1.NodeDiagnosticSpec, now time.Time) *v1alpha1.NodeDiagnostic {
+	var best *v1alpha1.NodeDiagnostic
+	for i := range items {
+		it := &items[i]
+		lc, st := it.Spec.LogCapture, it.Status.LogCapture
+		if lc == nil || st == nil || st.State != v1alpha1.CaptureCompleted || st.Generation != it.Generation ||
+			lc.Destination != v1alpha1.DestinationNode || st.FileName == "" || st.ExpiryTime == nil {
+			continue
+		}
+		if !sameCategories(lc.Categories, spec.LogCapture.Categories) || !sameSince(lc.Since, spec.LogCapture.Since) {
+			continue
+		}
+		if st.ExpiryTime.Time.Before(now.Add(2*time.Minute)) || now.Sub(it.CreationTimestamp.Time) > 5*time.Minute {
+			continue
+		}
+		if best == nil || it.CreationTimestamp.After(best.CreationTimestamp.Time) {
+			best = it
+		}
+	}
+	return best
+}
+
+func sameCategories(a, b []v1alpha1.LogCategory) bool {
+	norm := func(cs []v1alpha1.LogCategory) []string {
+		if len(cs) == 0 {
+			return categoryNames()
+		}
+		var out []string
+		for _, c := range cs {
+			out = append(out, string(c))
+		}
+		sort.Strings(out)
+		return out
+	}
+	x, y := norm(a), norm(b)
+	sort.Strings(x)
+	sort.Strings(y)
+	return slices.Equal(x, y)
+}
+
+func sameSince(a, b *metav1.Duration) bool {
+	d := func(x *metav1.Duration) time.Duration {
+		if x == nil {
+			return 0
+		}
+		return x.Duration
+	}
+	return d(a) == d(b)
+}
+
+// wait follows the request until its log capture is final.
+func (o *logsOptions) wait(ctx context.Context, c *Clients, prog *Progress, node string, obj *v1alpha1.NodeDiagnostic) (*v1alpha1.NodeDiagnostic, error) {
+	start := time.Now()
+	last := "waiting for the agent"
+	for {
+		cur, err := c.ND.Get(ctx, obj.Name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("timed out after %v while %s", o.timeout, last)
+			}
+			return nil, Explain(err, "reading nodediagnostic/"+obj.Name)
+		}
+		accepted := meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionAccepted)
+		st := cur.Status.LogCapture
+		switch {
+		case st != nil && st.Generation == cur.Generation && st.State == v1alpha1.CaptureCompleted:
+			return cur, nil
+		case st != nil && st.Generation == cur.Generation && st.State == v1alpha1.CaptureFailed:
+			return nil, fmt.Errorf("the agent could not collect the bundle: %s", st.Message)
+		case !accepted && time.Since(start) > o.agentTimeout:
+			return nil, fmt.Errorf("no nodemend-agent answered for node %s within %v: is the agent running there? "+
+				"(kubectl get pods -A -o wide --field-selector spec.nodeName=%s)", node, o.agentTimeout, node)
+		case !accepted:
+			prog.Update(node, "validating", "waiting for the node's agent")
+		case st != nil && st.State == v1alpha1.CaptureRunning:
+			last = "collecting: " + st.Message
+			if st.CollectorsTotal > 0 && st.CollectorsDone < st.CollectorsTotal {
+				prog.Update(node, "collecting", "%d/%d collectors", st.CollectorsDone, st.CollectorsTotal)
+			} else {
+				prog.Update(node, "collecting", "%s", st.Message)
+			}
+		}
+		if err := sleepCtx(ctx, o.poll); err != nil {
+			return nil, fmt.Errorf("timed out after %v while %s", o.timeout, last)
+		}
+	}
+}
+
+// download fetches the bundle through the API server's node proxy (the
+// kubelet serves /var/log at /logs/).
+func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, node string, st *v1alpha1.CaptureStatus) (string, error) {
+	prog.Update(node, "downloading", "%s (%s)", st.FileName, HumanBytes(st.SizeBytes))
+	rc, err := c.Core.CoreV1().RESTClient().Get().
+		AbsPath("/api/v1/nodes", node, "proxy", "logs", "nodemend", st.FileName).Stream(ctx)
+	if err != nil {
+		if apierrors.IsForbidden(err) {
+			return "", fmt.Errorf("RBAC: you may not get nodes/proxy, which downloading the bundle needs (or use --upload-url): %v", apierrors.ReasonForError(err))
+		}
+		return "", fmt.Errorf("downloading %s through the node proxy (is the kubelet on %s reachable from the API server?): %w", st.FileName, node, err)
+	}
+	defer rc.Close()
+	dir := filepath.Join(o.outputDir, node)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, st.FileName)
+	tmp := path + ".part"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", err
+	}
+	n, err := io.Copy(f, &progressReader{r: rc, total: st.SizeBytes, report: func(done int64) {
+		prog.Update(node, "downloading", "%s / %s", HumanBytes(done), HumanBytes(st.SizeBytes))
+	}})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != st.SizeBytes {
+		err = fmt.Errorf("got %d bytes, the agent wrote %d", n, st.SizeBytes)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("downloading %s: %w", st.FileName, err)
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// progressReader reports every 10% of total.
+type progressReader struct {
+	r      io.Reader
+	total  int64
+	done   int64
+	next   int64
+	report func(int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.done += int64(n)
+	if p.total > 0 && p.done >= p.next {
+		p.report(p.done)
+		p.next = p.done + p.total/10
+	}
+	return n, err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.TrimRight(s[:n], ".-")
+}

@@ -1,0 +1,42 @@
+// Package cli is kubectl-mend: a cobra root with one file per command
+// (logs here; status, timeline and explain to come), a shared client layer
+// (client.go: kubeconfig flags, clients, API errors turned into advice) and
+// a shared output layer (output.go).
+package cli
+
+import (
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Streams are where a command reads and writes.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// StdStreams are the process's standard streams.
+func StdStreams() Streams { return Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr} }
+
+// NewRootCommand is `kubectl mend` with its subcommands.
+func NewRootCommand(s Streams) *cobra.Command {
+	g := &Global{loading: clientcmd.NewDefaultClientConfigLoadingRules()}
+	root := &cobra.Command{
+		Use:   "kubectl-mend",
+		Short: "nodemend: diagnose and watch node health",
+		Long: `kubectl mend works with nodemend (node health detection and auto-repair).
+
+  kubectl mend logs NODE...   collect a redacted diagnostic bundle from nodes, without SSH`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	g.bind(root)
+	root.AddCommand(newLogsCommand(g, s))
+	return root
+}
