@@ -1,8 +1,8 @@
 package v1alpha1
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // NodeDiagnostic asks the nodemend-agent on one node for a diagnostic bundle
@@ -85,7 +85,7 @@ type LogCaptureSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self == 'node' || self.startsWith('https://')",message="destination must be \"node\" or an https:// URL"
-	// +kubebuilder:validation:XValidation:rule="self == 'node' || (isURL(self) && url(self).getHostname() != '')",message="destination must be a valid URL with a host"
+	// +kubebuilder:validation:XValidation:rule="self == 'node' || (isURL(self) && size(url(self).getHostname()) > 0)",message="destination must be a valid URL with a host"
 	// +kubebuilder:validation:XValidation:rule="self == 'node' || !self.matches('^https://[^/?#]*@')",message="destination must not contain user credentials"
 	// +kubebuilder:validation:XValidation:rule="self == 'node' || !self.lowerAscii().matches('^https://(127[.]|0[.]0[.]0[.]0|169[.]254[.]|[[](::1?|fe[89ab][0-9a-f]:[^]]*|::ffff:[^]]*)[]]|localhost([:/?#]|$))')",message="destination must not be a loopback, link-local (such as 169.254.169.254) or unspecified address"
 	Destination string `json:"destination,omitempty"`
@@ -183,7 +183,7 @@ type PacketCaptureSpec struct {
 //
 // +kubebuilder:validation:MaxLength=4096
 // +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="upload URLs must be https://"
-// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != ''",message="upload URL must be a valid URL with a host"
+// +kubebuilder:validation:XValidation:rule="isURL(self) && size(url(self).getHostname()) > 0",message="upload URL must be a valid URL with a host"
 // +kubebuilder:validation:XValidation:rule="!self.matches('^https://[^/?#]*@')",message="upload URL must not contain user credentials"
 // +kubebuilder:validation:XValidation:rule="!self.lowerAscii().matches('^https://(127[.]|0[.]0[.]0[.]0|169[.]254[.]|[[](::1?|fe[89ab][0-9a-f]:[^]]*|::ffff:[^]]*)[]]|localhost([:/?#]|$))')",message="upload URL must not be a loopback, link-local (such as 169.254.169.254) or unspecified address"
 type UploadURL string

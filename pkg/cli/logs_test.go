@@ -372,7 +372,7 @@ func TestReusable(t *testing.T) {
 		return v1alpha1.NodeDiagnostic{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(now.Add(-age))},
 			Spec:       v1alpha1.NodeDiagnosticSpec{NodeName: "n", LogCapture: &v1alpha1.LogCaptureSpec{Destination: "node", Categories: cats}},
-			Status: v1alpha1.NodeDiagnosticStatus{LogCapture: &v1alpha1.CaptureStatus{State: state, Generation: 1, FileName: name + ".tar.gz", ExpiryTime: &exp}},
+			Status:     v1alpha1.NodeDiagnosticStatus{LogCapture: &v1alpha1.CaptureStatus{State: state, Generation: 1, FileName: name + ".tar.gz", ExpiryTime: &exp}},
 		}
 	}
 	cases := []struct {

@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -107,10 +105,18 @@ func Run(ctx context.Context, collectors []Collector, b *bundle.Writer, opts Opt
 	sem := make(chan struct{}, opts.Parallelism)
 	for i, c := range collectors {
 		go func() {
+			notStarted := func() {
+				results <- finished{idx: i, res: bundle.CollectorResult{Name: c.Name, Category: c.Category, Error: "not started: " + ctx.Err().Error()}}
+			}
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				results <- finished{idx: i, res: bundle.CollectorResult{Name: c.Name, Category: c.Category, Error: "not started: " + ctx.Err().Error()}}
+				notStarted()
+				return
+			}
+			if ctx.Err() != nil {
+				<-sem
+				notStarted()
 				return
 			}
 			f := runOne(ctx, i, c, opts)
@@ -201,6 +207,8 @@ func runOne(ctx context.Context, idx int, c Collector, opts Options) finished {
 	case abandoned:
 		res.TimedOut = true
 		res.Error = fmt.Sprintf("timed out after %v and did not stop; abandoned", timeout)
+	case ctx.Err() != nil:
+		res.Error = "cancelled: " + ctx.Err().Error()
 	case errors.As(err, &skip):
 		res.Skipped = skip.Reason
 	case cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
@@ -211,6 +219,12 @@ func runOne(ctx context.Context, idx int, c Collector, opts Options) finished {
 		}
 	case err != nil:
 		res.Error = err.Error()
+	}
+	if res.Error != "" {
+		// Errors carry a tool's stderr and go into status: redact them too.
+		var st redact.State
+		red, _ := opts.Redactor.Line(nil, []byte(res.Error), &st)
+		res.Error = string(red)
 	}
 	return finished{idx: idx, res: res, out: out, closed: closed}
 }
@@ -402,19 +416,4 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 		err = ErrFileLimit
 	}
 	return n, err
-}
-
-// SortedNames returns the collectors' names, for messages.
-func SortedNames(cs []Collector) []string {
-	var out []string
-	for _, c := range cs {
-		out = append(out, c.Name)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// SafeName turns a host path into a bundle path component.
-func SafeName(s string) string {
-	return strings.NewReplacer("/", "_", " ", "_", ":", "_").Replace(strings.Trim(s, "/"))
 }

@@ -55,6 +55,9 @@ func TestRun(t *testing.T) {
 		{Name: "system/env", Category: "system", Run: writes(map[string]string{"env": "PATH=/bin\nAPI_TOKEN=s3cr3t-value\n"})},
 		{Name: "accelerators/nvidia", Category: "accelerators", Run: func(context.Context, *Output) error { return Skip("nvidia-smi not installed") }},
 		{Name: "system/fails", Category: "system", Run: func(context.Context, *Output) error { return errors.New("permission denied") }},
+		{Name: "system/leaky", Category: "system", Run: func(context.Context, *Output) error {
+			return errors.New("exit status 1: curl: Authorization: Bearer abcdef0123456789 refused")
+		}},
 		{Name: "system/panics", Category: "system", Run: func(context.Context, *Output) error { panic("boom") }},
 		// Overruns its timeout but stops when told: a timeout error, files kept.
 		{Name: "system/slow", Category: "system", Timeout: 50 * time.Millisecond, Run: func(ctx context.Context, out *Output) error {
@@ -108,6 +111,7 @@ func TestRun(t *testing.T) {
 	check("base/os", byName["base/os"].Error == "" && len(byName["base/os"].Files) == 1, "clean")
 	check("accelerators/nvidia", byName["accelerators/nvidia"].Skipped == "nvidia-smi not installed" && byName["accelerators/nvidia"].Error == "", "skipped")
 	check("system/fails", byName["system/fails"].Error == "permission denied", "error")
+	check("system/leaky", byName["system/leaky"].Error == "exit status 1: curl: Authorization: [REDACTED]", "redacted error")
 	check("system/panics", strings.Contains(byName["system/panics"].Error, "panicked: boom"), "panic")
 	check("system/slow", byName["system/slow"].TimedOut && strings.HasPrefix(byName["system/slow"].Error, "timed out after 50ms"), "timeout")
 	hung := byName["storage/hung"]

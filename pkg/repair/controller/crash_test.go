@@ -264,6 +264,7 @@ type audit struct {
 type auditEntry struct {
 	method, path, body string
 	code               int
+	err                error
 }
 
 func (a *audit) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -279,7 +280,7 @@ func (a *audit) wrap(rt http.RoundTripper) http.RoundTripper {
 			code = resp.StatusCode
 		}
 		a.mu.Lock()
-		a.entries = append(a.entries, auditEntry{method: req.Method, path: req.URL.Path, body: string(body), code: code})
+		a.entries = append(a.entries, auditEntry{method: req.Method, path: req.URL.Path, body: string(body), code: code, err: err})
 		a.mu.Unlock()
 		return resp, err
 	})
@@ -314,7 +315,7 @@ func (a *audit) dump(t *testing.T, substr string) {
 	defer a.mu.Unlock()
 	for _, e := range a.entries {
 		if strings.Contains(e.path, substr) {
-			t.Logf("%s %s → %d %.300s", e.method, e.path, e.code, e.body)
+			t.Logf("%s %s → %d %v %.300s", e.method, e.path, e.code, e.err, e.body)
 		}
 	}
 }

@@ -210,7 +210,7 @@ func (f fleetView) Unhealthy() []metrics.FleetNode {
 	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
 	defer cancel()
 	r := f.r
-	set, err := r.policies(ctx)
+	set, err := r.policies(ctx, false) // scrapes also run on replicas that do not lead
 	if err != nil {
 		return nil
 	}

@@ -36,8 +36,10 @@ const (
 	EventFailed         = "NodeRepairFailed"
 	EventInvalidState   = "NodeRepairStateInvalid"
 	EventInvalidPolicy  = "NodeRepairPolicyInvalid"
-	EventActionNoneSeen = "NodeRepairSkipped"
 )
+
+// keyActionNone dedups the log line of a node whose policy's action is None.
+const keyActionNone = "action-none"
 
 // Reconcile moves one node one or more steps along its repair.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -71,7 +73,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, nil
 	}
-	set, err := r.policies(ctx)
+	set, err := r.policies(ctx, true)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -123,7 +125,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	}
 	if pol.Action == v1alpha1.ActionNone {
 		r.cancelWake(node.Name)
-		if r.notifyOnce(node.Name, EventActionNoneSeen, pol.Name) {
+		if r.notifyOnce(node.Name, keyActionNone, pol.Name) {
 			log.Info("node unhealthy; its policy's action is None, so it is only counted", "policy", pol.Name)
 		}
 		return reconcile.Result{}, nil
@@ -233,6 +235,9 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 		return reconcile.Result{}, err
 	}
 	r.metrics.Drained(now.Sub(st.Started))
+	if target.Kind != "Node" {
+		log = log.WithValues(target.Kind, klog.KRef(target.Namespace, target.Name))
+	}
 	log.Info("drained; handing the node to its backend", "backend", name, "target", target.String())
 	r.recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventHandedOver, "Drain", "drained in %s; handing the node to the %s backend: deleting %s",
 		now.Sub(st.Started).Round(time.Second), name, target)
@@ -374,14 +379,17 @@ func (r *Reconciler) patch(ctx context.Context, old, updated *corev1.Node, lock 
 	return r.client.Patch(ctx, updated, p)
 }
 
-// policies compiles the NodeRepairPolicies in the cache; problems are
-// reported once per policy generation as events on the policy.
-func (r *Reconciler) policies(ctx context.Context) (*policy.Set, error) {
+// policies compiles the NodeRepairPolicies in the cache; with report,
+// problems are reported once per policy generation as events on the policy.
+func (r *Reconciler) policies(ctx context.Context, report bool) (*policy.Set, error) {
 	list := &v1alpha1.NodeRepairPolicyList{}
 	if err := r.client.List(ctx, list); err != nil {
 		return nil, err
 	}
 	set, problems := policy.NewSet(list.Items)
+	if !report {
+		return set, nil
+	}
 	for _, p := range problems {
 		for i := range list.Items {
 			o := &list.Items[i]

@@ -312,3 +312,19 @@ func gauge(t *testing.T, h *harness, name string, labels ...string) float64 {
 	}
 	return 0
 }
+
+// A policy the controller cannot use is reported on itself and ignored: its
+// nodes keep the defaults.
+func TestInvalidPolicyIsReportedAndIgnored(t *testing.T) {
+	h := start(t)
+	h.policy("broken", v1alpha1.NodeRepairPolicySpec{
+		NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sometimes"}}},
+		Action:       v1alpha1.ActionNone,
+	})
+	for i := range 5 {
+		h.node(fmt.Sprintf("inv-%d", i))
+	}
+	h.waitEvent("broken", "NodeRepairPolicyInvalid", "policy ignored")
+	h.advanceTo(h.expire("inv-0"))
+	h.eventually("repaired under the defaults", func() bool { return h.gone("inv-0") })
+}
