@@ -16,11 +16,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 )
 
 const node = "demo-worker-1"
@@ -53,6 +57,9 @@ func run(kubeconfig, agentBin, work string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
+	if err := installCRDs(ctx, cfg, "deploy/crds"); err != nil {
+		return err
+	}
 	// A fresh node and host root each run, so the demo can run again.
 	_ = os.RemoveAll(work)
 	root := filepath.Join(work, "hostroot")
@@ -208,4 +215,40 @@ func buildHostRoot(root string) error {
 
 func say(format string, args ...any) {
 	fmt.Printf("[%s] %s\n", time.Now().Format("15:04:05.000"), strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+// installCRDs creates or updates nodemend's CRDs, as an install would.
+func installCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		crds := client.ApiextensionsV1().CustomResourceDefinitions()
+		old, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = crds.Create(ctx, &crd, metav1.CreateOptions{})
+		case err == nil:
+			crd.ResourceVersion = old.ResourceVersion
+			_, err = crds.Update(ctx, &crd, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("installing %s: %w", crd.Name, err)
+		}
+	}
+	say("installed nodemend's CRDs from %s", dir)
+	return nil
 }
