@@ -7,52 +7,33 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"errors"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"nodemend.dev/nodemend/internal/netnstest"
 )
 
-// HostIP returns a non-loopback IPv4 address of this machine. Tests need
-// one where loopback is refused on purpose: the API server does not proxy
-// to loopback node addresses, and NodeDiagnostic admission refuses loopback
-// upload URLs.
-func HostIP() (net.IP, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		if ip := n.IP.To4(); ip != nil && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
-			return ip, nil
-		}
-	}
-	return nil, errors.New("this machine has no non-loopback IPv4 address")
-}
-
-// TLSServer is an HTTPS server on HostIP with a certificate for that
-// address; Pool trusts it.
+// TLSServer is an HTTPS server on a test host of its own (a network
+// namespace joined by a veth pair: internal/netnstest) with a certificate for
+// that address; Pool trusts it. Loopback will not do: the API server refuses
+// to proxy to loopback node addresses, and NodeDiagnostic admission refuses
+// loopback upload URLs.
 type TLSServer struct {
 	*httptest.Server
 	Pool *x509.CertPool
 	IP   net.IP
 }
 
-// NewTLSServer starts h on HostIP (any port) over TLS. It is closed at
-// cleanup.
+// NewTLSServer starts h on a new test host (any port) over TLS. It is
+// closed at cleanup.
 func NewTLSServer(t testing.TB, h http.Handler) *TLSServer {
 	t.Helper()
-	ip, err := HostIP()
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := netnstest.NewHost(t)
+	ip := host.IP
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -71,10 +52,7 @@ func NewTLSServer(t testing.TB, h http.Handler) *TLSServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := host.Listen(t)
 	s := httptest.NewUnstartedServer(h)
 	s.Listener.Close()
 	s.Listener = ln
