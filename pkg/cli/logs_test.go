@@ -93,8 +93,8 @@ var seq atomic.Int32
 // kubeletNode is a Node whose kubelet is a test HTTPS server serving the
 // fake host's /var/log at /logs/, as the kubelet does: the API server's
 // node proxy really connects to it. The API server refuses to proxy to
-// loopback node addresses, so it listens on this machine's non-loopback
-// address.
+// loopback node addresses, so it listens on a namespaced test host
+// (diagtest.NewTLSServer).
 func kubeletNode(t *testing.T, h *diagtest.Host) string {
 	t.Helper()
 	mux := http.NewServeMux()
