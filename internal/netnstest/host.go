@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -90,38 +89,17 @@ func NewHost(t testing.TB) *Host {
 // socket belongs to the host's namespace; serve it from any goroutine.
 func (h *Host) Listen(t testing.TB) net.Listener {
 	t.Helper()
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
+	var ln net.Listener
+	err := onOwnThread(func() error {
 		if err := netns.Set(h.ns); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
+			return err
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(h.IP.String(), "0"))
-		if netns.Set(orig) != nil {
-			// A thread stuck in the other namespace must not run other
-			// goroutines: leave it locked so it exits with this one.
-			ch <- result{ln, err}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(h.IP.String(), "0"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return r.ln
+	return ln
 }

@@ -5,6 +5,7 @@
 package netnstest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -47,40 +48,41 @@ func New(t testing.TB) *NS {
 	return &NS{Path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(ns)), H: h, t: t}
 }
 
-// create makes a namespace on a locked thread of its own goroutine and
-// switches back; a thread that cannot switch back stays locked and dies
-// with its goroutine.
+// create makes a namespace without moving the test into it.
 func create() (netns.NsHandle, error) {
-	type result struct {
-		ns  netns.NsHandle
-		err error
-	}
-	ch := make(chan result, 1)
+	var ns netns.NsHandle
+	err := onOwnThread(func() error {
+		var err error
+		ns, err = netns.New() // switches this thread into it
+		return err
+	})
+	return ns, err
+}
+
+// onOwnThread runs f on a locked thread of its own goroutine and switches
+// that thread back to the test's namespace afterwards, so f may enter other
+// namespaces. A thread that cannot switch back stays locked and dies with
+// its goroutine, never running other code in the wrong namespace.
+func onOwnThread(f func() error) error {
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		orig, err := netns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: err}
+			done <- err
 			return
 		}
 		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		if err := netns.Set(orig); err != nil {
-			ns.Close()
-			ch <- result{err: err}
+		err = f()
+		if setErr := netns.Set(orig); setErr != nil {
+			done <- errors.Join(err, setErr)
 			return
 		}
 		runtime.UnlockOSThread()
-		ch <- result{ns: ns}
+		done <- err
 	}()
-	r := <-ch
-	return r.ns, r.err
+	return <-done
 }
 
 // Link returns the link called name.
