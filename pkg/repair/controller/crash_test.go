@@ -88,17 +88,22 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	}
 
 	aud := &audit{}
-	cfg := rest.CopyConfig(restCfg)
-	cfg.WrapTransport = aud.wrap
+	var replicas atomic.Int32
 
 	var crashes atomic.Int32
 	var stepsSeen sync.Map // "node/step" → count
 	newReplica := func() *replica {
-		rep := &replica{}
+		rep := &replica{id: int(replicas.Add(1))}
+		cfg := rest.CopyConfig(restCfg)
+		// A crashed process sends nothing more: its requests stop at the
+		// transport. (A Go HTTP/2 client still sends a request whose context
+		// has ended, so the cancelled context alone would not model death.)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return aud.wrap(rep.id, &rep.crashed, rt) }
 		rep.r = h.manager(managerSpec{cfg: cfg, log: logr.Discard(), leaderElection: true,
 			afterStep: func(_ context.Context, node string, step controller.Step) error {
 				v, _ := stepsSeen.LoadOrStore(node+"/"+string(step), new(atomic.Int32))
 				v.(*atomic.Int32).Add(1)
+				aud.note(rep.id, "hook "+node+" "+string(step))
 				if rep.crashed.Swap(true) {
 					return errCrashed
 				}
@@ -155,6 +160,10 @@ func TestCrashAfterEveryStep(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 	}
 
+	// Let the last reconcile finish (its hook may still be running).
+	leader.r.stop()
+	standby.r.stop()
+
 	// Every step of every repair was followed by a crash.
 	for n := range sick {
 		for _, s := range []controller.Step{controller.StepUnhealthyRecorded, controller.StepTainted, controller.StepEvicted, controller.StepHandedOver, controller.StepTargetDeleted} {
@@ -164,13 +173,17 @@ func TestCrashAfterEveryStep(t *testing.T) {
 		}
 	}
 	t.Logf("%d crashes, %d API requests", crashes.Load(), aud.len())
+	defer func() {
+		if t.Failed() {
+			aud.dump(t, "/nodes/c")
+		}
+	}()
 
 	// Exactly once: one taint, one hand-over, one deletion of the backend
 	// object per repaired node.
 	for n, target := range sick {
 		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Draining"`); got != 1 {
 			t.Errorf("%s tainted %d times", n, got)
-			aud.dump(t, "/nodes/"+n)
 		}
 		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Terminating"`); got != 1 {
 			t.Errorf("%s handed over %d times", n, got)
@@ -210,6 +223,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 var errCrashed = errors.New("crashed (test)")
 
 type replica struct {
+	id      int
 	r       *running
 	crashed atomic.Bool
 }
@@ -262,13 +276,26 @@ type audit struct {
 }
 
 type auditEntry struct {
+	replica            int
+	at                 time.Time
 	method, path, body string
 	code               int
 	err                error
 }
 
-func (a *audit) wrap(rt http.RoundTripper) http.RoundTripper {
+func (a *audit) note(replica int, what string) {
+	a.mu.Lock()
+	a.entries = append(a.entries, auditEntry{replica: replica, at: time.Now(), method: "NOTE", path: what})
+	a.mu.Unlock()
+}
+
+func (a *audit) wrap(replica int, dead *atomic.Bool, rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		// The Lease is still released, to keep the test short: a real
+		// crash leaves the standby waiting for the lease to expire.
+		if dead.Load() && !strings.Contains(req.URL.Path, "/leases/") {
+			return nil, errCrashed
+		}
 		var body []byte
 		if req.Body != nil && req.Method != http.MethodGet {
 			body, _ = io.ReadAll(req.Body)
@@ -280,7 +307,7 @@ func (a *audit) wrap(rt http.RoundTripper) http.RoundTripper {
 			code = resp.StatusCode
 		}
 		a.mu.Lock()
-		a.entries = append(a.entries, auditEntry{method: req.Method, path: req.URL.Path, body: string(body), code: code, err: err})
+		a.entries = append(a.entries, auditEntry{replica: replica, at: time.Now(), method: req.Method, path: req.URL.Path, body: string(body), code: code, err: err})
 		a.mu.Unlock()
 		return resp, err
 	})
@@ -314,8 +341,8 @@ func (a *audit) dump(t *testing.T, substr string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range a.entries {
-		if strings.Contains(e.path, substr) {
-			t.Logf("%s %s → %d %v %.300s", e.method, e.path, e.code, e.err, e.body)
+		if strings.Contains(e.path, substr) || e.method == "NOTE" || strings.Contains(e.path, "leases") {
+			t.Logf("%s r%d %s %s → %d %v %.150s", e.at.Format("15:04:05.000"), e.replica, e.method, e.path, e.code, e.err, e.body)
 		}
 	}
 }

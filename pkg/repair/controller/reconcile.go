@@ -24,18 +24,18 @@ import (
 
 // Event reasons. Like the annotations, these strings are an interface.
 const (
-	EventRecovered      = "NodeRecovered"
-	EventBlocked        = "NodeRepairBlocked"
-	EventWouldStart     = "NodeRepairWouldStart"
-	EventStarted        = "NodeRepairStarted"
-	EventDrainBlocked   = "NodeDrainBlocked"
-	EventDrainForced    = "NodeDrainDeadlineExceeded"
-	EventHandedOver     = "NodeRepairHandedOver"
-	EventTargetDeleted  = "NodeRepairTargetDeleted"
-	EventSucceeded      = "NodeRepairSucceeded"
-	EventFailed         = "NodeRepairFailed"
-	EventInvalidState   = "NodeRepairStateInvalid"
-	EventInvalidPolicy  = "NodeRepairPolicyInvalid"
+	EventRecovered     = "NodeRecovered"
+	EventBlocked       = "NodeRepairBlocked"
+	EventWouldStart    = "NodeRepairWouldStart"
+	EventStarted       = "NodeRepairStarted"
+	EventDrainBlocked  = "NodeDrainBlocked"
+	EventDrainForced   = "NodeDrainDeadlineExceeded"
+	EventHandedOver    = "NodeRepairHandedOver"
+	EventTargetDeleted = "NodeRepairTargetDeleted"
+	EventSucceeded     = "NodeRepairSucceeded"
+	EventFailed        = "NodeRepairFailed"
+	EventInvalidState  = "NodeRepairStateInvalid"
+	EventInvalidPolicy = "NodeRepairPolicyInvalid"
 )
 
 // keyActionNone dedups the log line of a node whose policy's action is None.
@@ -54,6 +54,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return reconcile.Result{}, err // stopping: no new step
+	}
 	log := ctrl.LoggerFrom(ctx)
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
@@ -262,6 +265,9 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
 		return reconcile.Result{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return reconcile.Result{}, err
+	}
 	out, err := backend.DeleteOnce(ctx, r.apiReader, r.client, t)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -370,6 +376,12 @@ func (r *Reconciler) after(ctx context.Context, node string, s Step) error {
 // leader) fails instead of overwriting: taints are a list that a merge patch
 // replaces whole.
 func (r *Reconciler) patch(ctx context.Context, old, updated *corev1.Node, lock bool) error {
+	// A replica that lost leadership or is shutting down must not act: its
+	// context ends first. (The HTTP/2 transport would still send a request
+	// whose context has ended, so it is checked here.)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	var p client.Patch
 	if lock {
 		p = client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})

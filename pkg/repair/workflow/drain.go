@@ -96,6 +96,9 @@ func (d Drainer) Pass(ctx context.Context, nodeName string, mode v1alpha1.DrainM
 	res := DrainResult{Terminating: plan.Terminating, Done: plan.Done}
 	var failed []error
 	for _, pod := range plan.Evict {
+		if err := ctx.Err(); err != nil {
+			return res, err // stopping: the HTTP/2 transport would still send
+		}
 		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
 		switch {
 		case err == nil:
@@ -111,6 +114,9 @@ func (d Drainer) Pass(ctx context.Context, nodeName string, mode v1alpha1.DrainM
 		}
 	}
 	for _, pod := range plan.Delete {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
 		err := h.DeletePod(pod)
 		switch {
 		case err == nil:
