@@ -128,6 +128,10 @@ func (s *Server) Stop() {
 		close(s.done)
 	}
 	s.mu.Unlock()
+	// Close the listener here rather than leave it to grpc: when Serve has not
+	// started yet, grpc closes it later, and its unlink-on-close would then
+	// remove whatever file is at the path by that time.
+	_ = s.lis.Close()
 	s.srv.Stop()
 	_ = os.Remove(s.path)
 }
