@@ -73,7 +73,7 @@ func TestIOPressureCheck(t *testing.T) {
 func TestPSIThisMachine(t *testing.T) {
 	data, err := os.ReadFile("/proc/pressure/io")
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.EOPNOTSUPP) {
-		t.Skip("no PSI on this kernel")
+		t.Skip("no PSI on this kernel; PSI parsing stays covered by the fixture table above")
 	}
 	if err != nil {
 		t.Fatal(err)
