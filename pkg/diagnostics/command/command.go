@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"nodemend.dev/nodemend/internal/childproc"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -43,8 +43,8 @@ const stderrKeep = 1024
 func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Writer) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout = stdout
-	var stderr tailBuffer
-	cmd.Stderr = &stderr
+	stderr := &childproc.Tail{Keep: stderrKeep}
+	cmd.Stderr = stderr
 	cmd.Env = e.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{"LC_ALL=C", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -53,7 +53,7 @@ func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Wri
 	// after WaitDelay, and do not wait for a grandchild holding the pipes.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 2 * time.Second
-	setDeathSignal(cmd)
+	childproc.DieWithParent(cmd)
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", name, ctx.Err())
@@ -65,28 +65,6 @@ func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Wri
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
-}
-
-// tailBuffer keeps the last stderrKeep bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - stderrKeep; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 // ErrNotInstalled is what Script's LookPath returns for unknown tools.

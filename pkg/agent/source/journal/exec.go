@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"nodemend.dev/nodemend/internal/childproc"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -25,12 +25,12 @@ func (ExecRunner) Start(ctx context.Context, path string, args []string) (Proces
 	if err != nil {
 		return nil, err
 	}
-	p := &execProcess{cmd: cmd, stdout: stdout}
-	cmd.Stderr = &p.stderr
+	p := &execProcess{cmd: cmd, stdout: stdout, stderr: &childproc.Tail{Keep: stderrKeep}}
+	cmd.Stderr = p.stderr
 	// After the kill on cancel, do not wait forever for a grandchild holding
 	// the pipes open.
 	cmd.WaitDelay = 5 * time.Second
-	setDeathSignal(cmd)
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (ExecRunner) Start(ctx context.Context, path string, args []string) (Proces
 type execProcess struct {
 	cmd    *exec.Cmd
 	stdout io.Reader
-	stderr tailBuffer
+	stderr *childproc.Tail
 }
 
 func (p *execProcess) Stdout() io.Reader { return p.stdout }
@@ -54,26 +54,4 @@ func (p *execProcess) Wait() error {
 		return fmt.Errorf("%w: %s", err, msg)
 	}
 	return err
-}
-
-// tailBuffer keeps the last stderrKeep bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - stderrKeep; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }

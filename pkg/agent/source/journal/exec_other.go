@@ -1,7 +1,0 @@
-//go:build !linux
-
-package journal
-
-import "os/exec"
-
-func setDeathSignal(*exec.Cmd) {}

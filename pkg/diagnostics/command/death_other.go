@@ -1,7 +1,0 @@
-//go:build !linux
-
-package command
-
-import "os/exec"
-
-func setDeathSignal(*exec.Cmd) {}
