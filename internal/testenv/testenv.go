@@ -110,15 +110,24 @@ func RepoRoot() string {
 }
 
 // Main is a TestMain body for packages that share one control plane: it
-// starts it, hands it to setup, runs the tests, stops it and exits.
-func Main(m interface{ Run() int }, opts Options, setup func(*Env)) {
+// starts it, hands it to setup (which builds the package's clients), runs the
+// tests, stops it and exits. A failed start or setup ends the run with the
+// error.
+func Main(m interface{ Run() int }, opts Options, setup func(*Env) error) {
 	env, err := Start(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	setup(env)
+	if err := setup(env); err != nil {
+		_ = env.Stop()
+		fmt.Fprintln(os.Stderr, "test setup:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	_ = env.Stop()
 	os.Exit(code)
 }
+
+// NodemendCRDs is the directory of nodemend's generated CRDs.
+func NodemendCRDs() string { return filepath.Join(RepoRoot(), "deploy", "crds") }

@@ -25,7 +25,7 @@ import (
 var client kubernetes.Interface
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) { client = env.Client })
+	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) error { client = env.Client; return nil })
 }
 
 // syncedClock is a Timex reader for a host whose clock is synchronized.

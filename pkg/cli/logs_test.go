@@ -45,19 +45,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds")}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cfg, core = env.Config, env.Client
-	if nd, err = ndclient.New(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{testenv.NodemendCRDs()}}, func(env *testenv.Env) error {
+		cfg, core = env.Config, env.Client
+		var err error
+		nd, err = ndclient.New(cfg)
+		return err
+	})
 }
 
 // kubeconfig writes a kubeconfig for the test API server's admin.

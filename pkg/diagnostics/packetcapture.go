@@ -132,6 +132,10 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 			})
 			return nil
 		})
+	// Leave nothing on the node before the status says the capture is over:
+	// a reader of a finished status must not find its spool still there.
+	stopCapture()
+	_ = os.RemoveAll(dir)
 	if ctx.Err() != nil {
 		return ctx.Err() // deleted, changed, or the agent is stopping
 	}

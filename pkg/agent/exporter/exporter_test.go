@@ -23,7 +23,7 @@ import (
 var client kubernetes.Interface
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) { client = env.Client })
+	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) error { client = env.Client; return nil })
 }
 
 type harness struct {

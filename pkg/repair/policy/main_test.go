@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -19,24 +17,15 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{CRDPath()}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s, err = client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{CRDPath()}}, func(env *testenv.Env) error {
+		scheme := runtime.NewScheme()
+		if err := v1alpha1.AddToScheme(scheme); err != nil {
+			return err
+		}
+		var err error
+		k8s, err = client.New(env.Config, client.Options{Scheme: scheme})
+		return err
+	})
 }
 
 // CRDPath is the generated NodeRepairPolicy CRD.

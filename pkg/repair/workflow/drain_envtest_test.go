@@ -2,8 +2,6 @@ package workflow
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -23,20 +21,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	clientset = env.Client
-	k8s, err = client.New(env.Config, client.Options{Scheme: fixture.Scheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) error {
+		clientset = env.Client
+		var err error
+		k8s, err = client.New(env.Config, client.Options{Scheme: fixture.Scheme()})
+		return err
+	})
 }
 
 // A drain on the real API server: the Eviction API refuses the pod whose
