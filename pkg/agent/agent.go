@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -156,15 +155,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.pods = startPodInformer(ctx, a.opts.Client, a.opts.NodeName)
 
 	// The first config must be valid.
-	first := make(chan error, 1)
-	var loaded atomic.Bool
-	go config.Watch(ctx, a.configPath(), a.opts.ConfigPoll, func(c config.Config, err error) {
-		err = a.applyConfig(ctx, c, err)
-		if !loaded.Swap(true) {
-			first <- err
-		}
-	})
-	if err := <-first; err != nil {
+	if err := a.loadConfig(ctx); err != nil {
 		return err
 	}
 
@@ -195,13 +186,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// configPath is the watched file; without one, Watch sees a missing file that
-// applyConfig turns into the defaults.
-func (a *Agent) configPath() string {
+// loadConfig applies the first config and, when there is a file, keeps
+// watching it. Without a file the defaults apply and nothing is watched.
+func (a *Agent) loadConfig(ctx context.Context) error {
 	if a.opts.ConfigPath == "" {
-		return filepath.Join(a.opts.HostRoot, ".nodemend-no-config-file")
+		return a.applyConfig(ctx, config.Default(), nil)
 	}
-	return a.opts.ConfigPath
+	first := make(chan error, 1)
+	var loaded atomic.Bool
+	go config.Watch(ctx, a.opts.ConfigPath, a.opts.ConfigPoll, func(c config.Config, err error) {
+		err = a.applyConfig(ctx, c, err)
+		if !loaded.Swap(true) {
+			first <- err
+		}
+	})
+	return <-first
 }
 
 // applyConfig builds a new pipeline from c and swaps it in. On error the
@@ -209,9 +208,6 @@ func (a *Agent) configPath() string {
 func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error) error {
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
-	if a.opts.ConfigPath == "" {
-		c, loadErr = config.Default(), nil
-	}
 	if loadErr != nil {
 		a.metrics.ConfigReload(false)
 		a.mu.Lock()

@@ -285,3 +285,26 @@ func counterValue(m *dto.Metric) float64 {
 	}
 	return 0
 }
+
+// TestNoConfigFileRunsDefaults: without --config the built-in defaults apply
+// (every monitor on) and no file is watched.
+func TestNoConfigFileRunsDefaults(t *testing.T) {
+	root := hostroot.New(t).WithProc()
+	root.AppendKmsg()
+	node := fmt.Sprintf("agent-node-%d", seq.Add(1))
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Client: client, NodeName: node, HostRoot: root.Path(""), Log: testr.New(t), Timex: syncedClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r := &running{t: t, node: node}
+	r.waitNode("default monitors publish", func(n *corev1.Node) bool {
+		return condition(n, health.KernelReady) != nil && condition(n, health.ContainerRuntimeReady) != nil
+	})
+}
