@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# demo.sh: start the local control plane, run the demo, stop what it started.
+# demo.sh: the whole detect → repair → diagnose loop on the local simulation
+# (hack/demo/main.go). Everything it starts stops when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-kubeconfig="$(hack/local-cluster.sh start | tail -1)"
-trap 'hack/local-cluster.sh stop' EXIT
-go run ./hack/demo --kubeconfig "${kubeconfig}" --agent bin/nodemend-agent --work _output/demo
+exec go run ./hack/demo "$@"

@@ -21,5 +21,21 @@ build() { # NAME PACKAGE
 }
 build kwok sigs.k8s.io/kwok/cmd/kwok
 build karpenter-kwok sigs.k8s.io/karpenter/kwok
+# Configuration that ships with those modules, taken from the same pinned
+# module versions: Karpenter's CRDs (with the kwok node class) and kwok's
+# stages (fake kubelet behaviour: node initialize + lease heartbeat, pods
+# become ready, complete, and are removed once deleted).
+if [[ ! -f "${dir}/.config-done" ]]; then
+  karpdir="$(cd "${tools}" && go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)"
+  kwokdir="$(cd "${tools}" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  rm -rf "${dir}/crds" "${dir}/kwok-stages"
+  mkdir -p "${dir}/crds" "${dir}/kwok-stages"
+  cp "${karpdir}"/kwok/charts/crds/*.yaml "${karpdir}"/kwok/apis/crds/*.yaml "${dir}/crds/"
+  cp "${kwokdir}"/kustomize/stage/node/fast/node-initialize.yaml \
+     "${kwokdir}"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+     "${kwokdir}"/kustomize/stage/pod/fast/pod-*.yaml "${dir}/kwok-stages/"
+  chmod -R u+w "${dir}/crds" "${dir}/kwok-stages"
+  touch "${dir}/.config-done"
+fi
 "${here}/kube-binaries.sh" kube-scheduler kube-controller-manager >/dev/null
 echo "${dir}"

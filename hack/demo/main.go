@@ -1,8 +1,12 @@
-// Command demo runs nodemend-agent against a local control plane for a
-// node whose host is a directory, injects a kernel fault, and shows the
-// condition flip and recover with measured latencies. hack/demo.sh starts the
-// control plane and calls it. (The full detect → repair → diagnose loop
-// replaces this once the local simulation exists.)
+// Command demo is `make demo`: the whole nodemend loop on the local
+// simulation (internal/sim). A Karpenter NodePool of GPU nodes runs a
+// Deployment with a PodDisruptionBudget; one node's GPU falls off the bus
+// (an NVIDIA XID 79 line in its kernel log); nodemend-agent turns it into
+// AcceleratedHardwareReady=False, nodemend-controller waits out the demo
+// policy's toleration, taints and drains the node through the Eviction API
+// and hands it to Karpenter, which launches a replacement. Meanwhile
+// `kubectl mend logs` fetches the sick node's diagnostic bundle. The run
+// ends with a table of every phase's duration.
 package main
 
 import (
@@ -11,244 +15,200 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
+
+	"nodemend.dev/nodemend/internal/sim"
+	"nodemend.dev/nodemend/internal/testenv"
 )
 
-const node = "demo-worker-1"
+const (
+	pool       = "gpu"
+	namespace  = "demo"
+	app        = "trainer"
+	replicas   = 3
+	toleration = "15s"
+	condition  = corev1.NodeConditionType("AcceleratedHardwareReady")
+	xid79      = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=trainer, GPU has fallen off the bus."
+)
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "admin kubeconfig of the local control plane")
-	agentBin := flag.String("agent", "bin/nodemend-agent", "nodemend-agent binary")
-	work := flag.String("work", "_output/demo", "work directory (host root, logs)")
+	work := flag.String("work", "_output/demo", "state directory (logs, simulated hosts, bundles)")
+	timeout := flag.Duration("timeout", 8*time.Minute, "give up after this long")
 	flag.Parse()
-	if err := run(*kubeconfig, *agentBin, *work); err != nil {
-		fmt.Fprintln(os.Stderr, "demo failed:", err)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := run(ctx, *work); err != nil {
+		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
+		fmt.Fprintf(os.Stderr, "logs of every component: %s\n", filepath.Join(*work, "logs"))
 		os.Exit(1)
 	}
 }
 
-type step struct {
-	name string
-	at   time.Time
-}
-
-func run(kubeconfig, agentBin, work string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func run(ctx context.Context, work string) error {
+	root := testenv.RepoRoot()
+	if !filepath.IsAbs(work) {
+		work = filepath.Join(root, work)
+	}
+	say("starting the local simulation: etcd, kube-apiserver, kube-scheduler, kube-controller-manager,")
+	say("kwok (fake kubelets), Karpenter (kwok provider), 2 nodemend-controller replicas, an agent per node")
+	s, err := sim.Start(ctx, sim.Options{
+		Dir: work, Karpenter: true, Controllers: 2, Agents: true,
+		ControllerArgs: []string{"--drain-poll-interval", "1s", "--recheck-interval", "10s"},
+		Logf:           say,
+	})
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	defer func() {
+		say("stopping the simulation")
+		s.Stop()
+	}()
+
+	say("NodePool %q (kwok GPU nodes), NodeRepairPolicy: AcceleratedHardwareReady=False tolerated %s, gate 20%%", pool, toleration)
+	manifests := strings.Join([]string{
+		sim.NodePool(pool, "c-4x-amd64-linux", map[string]string{sim.GPULabel: "1", "nodemend.dev/expected-gpu-count": "1"}),
+		sim.RepairPolicy("demo-gpu", pool, string(condition), toleration, "2m", "20%"),
+		sim.Workload(namespace, app, pool, replicas, "2", 1),
+	}, "---\n")
+	if err := s.Apply(ctx, manifests); err != nil {
+		return err
+	}
+	say("Deployment %s/%s: %d replicas, one per node, PodDisruptionBudget maxUnavailable 1 — Karpenter launches nodes for them", namespace, app, replicas)
+	t0 := time.Now()
+	placed, err := s.WaitWorkload(ctx, namespace, "app="+app, replicas)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	if err := installCRDs(ctx, cfg, "deploy/crds"); err != nil {
-		return err
-	}
-	// A fresh node and host root each run, so the demo can run again.
-	_ = os.RemoveAll(work)
-	root := filepath.Join(work, "hostroot")
-	if err := buildHostRoot(root); err != nil {
-		return err
-	}
-	if err := client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	say("created Node %s; its host is the directory %s", node, root)
-
-	agentCfg := filepath.Join(work, "agent.yaml")
-	if err := os.WriteFile(agentCfg, []byte(`# demo: journal from a fixture file, a 20s quiet period so recovery is quick
-sources:
-  journal: {mode: file, file: /var/log/journal/demo.jsonl}
-monitors:
-  kernel: {checkInterval: 5s}
-  containerRuntime: {enabled: false}
-  networking: {enabled: false}
-  storage: {enabled: false}
-reasons:
-  ForkFailedOutOfPIDs: {quietPeriod: 20s}
-`), 0o644); err != nil {
-		return err
-	}
-	logFile, err := os.Create(filepath.Join(work, "agent.log"))
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	agent := exec.CommandContext(ctx, agentBin, "--kubeconfig", kubeconfig, "--node-name", node,
-		"--host-root", root, "--config", agentCfg, "--metrics-bind-address", "127.0.0.1:0", "--kube-api-qps", "50")
-	agent.Stdout, agent.Stderr = logFile, logFile
-	if err := agent.Start(); err != nil {
-		return fmt.Errorf("starting %s (run `make build`): %w", agentBin, err)
-	}
-	defer func() { _ = agent.Process.Signal(os.Interrupt); _ = agent.Wait() }()
-	say("started nodemend-agent (log: %s)", logFile.Name())
-
-	var steps []step
-	mark := func(name string) time.Time {
-		now := time.Now()
-		steps = append(steps, step{name, now})
-		return now
-	}
-	mark("agent started")
-	if err := waitCondition(ctx, client, "True", "KernelIsReady"); err != nil {
-		return err
-	}
-	mark("KernelReady=True published")
-	say("KernelReady=True: the agent watches the node")
-
-	time.Sleep(time.Second) // let the agent settle, so the figure below is the steady-state latency
-	line := "cgroup: fork rejected by pids controller in /system.slice/kubelet.service"
-	say("injecting a kernel fault into %s/dev/kmsg: %q", root, line)
-	f, err := os.OpenFile(filepath.Join(root, "dev/kmsg"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	injected := mark("fault written to kmsg")
-	_, err = fmt.Fprintf(f, "3,1,%d,-;%s\n", time.Now().UnixMicro()%1e9, line)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if err := waitCondition(ctx, client, "False", "ForkFailedOutOfPIDs"); err != nil {
-		return err
-	}
-	flipped := mark("KernelReady=False seen at the API server")
-	say("KernelReady=False reason=ForkFailedOutOfPIDs, %v after the kmsg write", flipped.Sub(injected).Round(time.Millisecond))
-	if ev, err := waitEvent(ctx, client, "ForkFailedOutOfPIDs"); err == nil {
-		say("event on the Node: %s %s: %s", ev.Type, ev.Reason, ev.Message)
-	}
-	say("no new fault for the (demo) quiet period of 20s: the condition must recover by itself")
-	if err := waitCondition(ctx, client, "True", "KernelIsReady"); err != nil {
-		return err
-	}
-	recovered := mark("KernelReady=True again")
-	say("KernelReady=True again, %v after the fault", recovered.Sub(flipped).Round(time.Second))
-
-	fmt.Println()
-	fmt.Println("  phase                                        at        since previous")
-	for i, s := range steps {
-		d := time.Duration(0)
-		if i > 0 {
-			d = s.at.Sub(steps[i-1].at)
+	nodes := distinct(placed)
+	say("%d pods Running on %d Karpenter nodes after %v", len(placed), len(nodes), since(t0))
+	for _, n := range nodes {
+		if _, err := s.WaitCondition(ctx, n, condition, corev1.ConditionTrue); err != nil {
+			return err
 		}
-		fmt.Printf("  %-44s %s  %10v\n", s.name, s.at.Format("15:04:05.000"), d.Round(time.Millisecond))
 	}
+	say("every node's agent publishes %s=True", condition)
+
+	sick := nodes[0]
+	host, err := s.Host(ctx, sick)
+	if err != nil {
+		return err
+	}
+	j, err := s.WatchRepair(ctx, sick, condition, namespace, "app="+app, replicas)
+	if err != nil {
+		return err
+	}
+	j.OnMilestone(func(m sim.Milestone, t time.Time) {
+		fault, _ := j.At(sim.FaultWritten)
+		say("  +%-8v %s", t.Sub(fault).Round(time.Millisecond), m)
+	})
+
 	fmt.Println()
-	_ = client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+	say("injecting the fault into %s's kernel log: %q", sick, xid79)
+	written, err := host.Kmsg(xid79)
+	if err != nil {
+		return err
+	}
+	j.Mark(sim.FaultWritten, written)
+
+	// Fetch the bundle while the node still exists: it is deleted once
+	// drained.
+	var bundle bundleResult
+	var wg sync.WaitGroup
+	if _, err := j.Wait(ctx, sim.ConditionFalse); err != nil {
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bundle = fetchBundle(ctx, root, s.Kubeconfig, sick, filepath.Join(work, "bundles"))
+	}()
+	for _, m := range sim.RepairMilestones {
+		if _, err := j.Wait(ctx, m); err != nil {
+			return fmt.Errorf("%w (controller logs: %s)", err, s.LogDir())
+		}
+	}
+	wg.Wait()
+	fmt.Println()
+	if bundle.err != nil {
+		return fmt.Errorf("kubectl mend logs %s: %w", sick, bundle.err)
+	}
+	say("kubectl mend logs %s: %s in %v", sick, bundle.summary, bundle.took.Round(time.Millisecond))
+	say("replacement node %s is Ready and runs the evicted pod; %s is gone", j.Replacement(), sick)
+	printSummary(j, bundle)
 	return nil
 }
 
-func waitCondition(ctx context.Context, c kubernetes.Interface, status, reason string) error {
-	for {
-		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == "KernelReady" && string(cond.Status) == status && cond.Reason == reason {
-					return nil
-				}
+type bundleResult struct {
+	took    time.Duration
+	summary string
+	err     error
+}
+
+// fetchBundle runs `kubectl mend logs NODE` as a user would.
+func fetchBundle(ctx context.Context, root, kubeconfig, node, dir string) bundleResult {
+	start := time.Now()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return bundleResult{err: err}
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-mend"), "--kubeconfig", kubeconfig, "logs", node, "-o", dir)
+	out, err := cmd.CombinedOutput()
+	r := bundleResult{took: time.Since(start)}
+	if err != nil {
+		r.err = fmt.Errorf("%w: %s", err, out)
+		return r
+	}
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(path, node) && strings.HasSuffix(path, ".tar.gz") {
+			if st, err := d.Info(); err == nil {
+				rel, _ := filepath.Rel(root, path)
+				r.summary = fmt.Sprintf("%s (%.1f KiB)", rel, float64(st.Size())/1024)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for KernelReady=%s (%s): %w", status, reason, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
+		return nil
+	})
+	if r.summary == "" {
+		r.err = fmt.Errorf("no bundle in %s; output: %s", dir, out)
 	}
+	return r
 }
 
-func waitEvent(ctx context.Context, c kubernetes.Interface, reason string) (*corev1.Event, error) {
-	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", node), fields.OneTermEqualSelector("reason", reason)).String()
-	for i := 0; i < 100; i++ {
-		evs, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err == nil && len(evs.Items) > 0 {
-			return &evs.Items[0], nil
-		}
-		time.Sleep(50 * time.Millisecond)
+func printSummary(j *sim.Journey, b bundleResult) {
+	fmt.Println()
+	fmt.Println("Summary — one GPU node repaired without a human:")
+	const row = "  %-52s %10s %16s\n"
+	fmt.Printf(row, "PHASE", "TOOK", "SINCE THE FAULT")
+	for _, st := range j.Durations() {
+		fmt.Printf(row, st.Milestone, st.SincePrevious.Round(time.Millisecond), st.SinceFault.Round(time.Millisecond))
 	}
-	return nil, fmt.Errorf("no %s event", reason)
+	fmt.Printf(row, "diagnostic bundle fetched (kubectl mend logs)", b.took.Round(time.Millisecond), "")
+	fmt.Println()
 }
 
-// buildHostRoot lays out the files the kernel monitor reads, with values of
-// a healthy host.
-func buildHostRoot(root string) error {
-	files := map[string]string{
-		"dev/kmsg":                    "",
-		"var/log/journal/demo.jsonl":  "",
-		"proc/loadavg":                "0.52 0.58 0.59 3/1234 56789\n",
-		"proc/sys/kernel/pid_max":     "4194304\n",
-		"proc/sys/kernel/threads-max": "254288\n",
-		"proc/sys/fs/file-nr":         "9184\t0\t9223372036854775807\n",
-		"proc/uptime":                 "12345.67 23456.78\n",
-		"proc/stat":                   fmt.Sprintf("cpu  1 2 3 4 5 6 7 0 0 0\nbtime %d\n", time.Now().Add(-time.Hour).Unix()),
-		"proc/1/stat":                 "1 (systemd) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
-	}
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return err
+func distinct(placed map[string]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range placed {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
 		}
 	}
-	return nil
+	sort.Strings(out)
+	return out
 }
+
+func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
 
 func say(format string, args ...any) {
 	fmt.Printf("[%s] %s\n", time.Now().Format("15:04:05.000"), strings.TrimSpace(fmt.Sprintf(format, args...)))
-}
-
-// installCRDs creates or updates nodemend's CRDs, as an install would.
-func installCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
-	client, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s: %v", dir, err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		crds := client.ApiextensionsV1().CustomResourceDefinitions()
-		old, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = crds.Create(ctx, &crd, metav1.CreateOptions{})
-		case err == nil:
-			crd.ResourceVersion = old.ResourceVersion
-			_, err = crds.Update(ctx, &crd, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("installing %s: %w", crd.Name, err)
-		}
-	}
-	say("installed nodemend's CRDs from %s", dir)
-	return nil
 }

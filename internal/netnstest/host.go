@@ -18,8 +18,9 @@ import (
 // URLs; a Host gives such tests a real, local peer.
 type Host struct {
 	// IP is the host's address; the test's namespace routes to it.
-	IP net.IP
-	ns netns.NsHandle
+	IP   net.IP
+	ns   netns.NsHandle
+	veth *netlink.Veth
 }
 
 var hostSeq atomic.Uint32
@@ -27,9 +28,20 @@ var hostSeq atomic.Uint32
 // NewHost creates a test host, removed when the test ends.
 func NewHost(t testing.TB) *Host {
 	t.Helper()
+	h, err := OpenHost()
+	if err != nil {
+		t.Fatalf("creating a test host (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+// OpenHost creates a host for a program rather than a test (the local
+// simulation's stand-in kubelets live on one); Close removes it.
+func OpenHost() (_ *Host, err error) {
 	ns, err := create()
 	if err != nil {
-		t.Fatalf("cannot create a network namespace (needs root): %v", err)
+		return nil, fmt.Errorf("cannot create a network namespace (needs root): %w", err)
 	}
 	n := hostSeq.Add(1)
 	pid := os.Getpid()
@@ -41,65 +53,80 @@ func NewHost(t testing.TB) *Host {
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name + "a"}, PeerName: name + "b"}
 	if err := netlink.LinkAdd(veth); err != nil {
 		ns.Close()
-		t.Fatalf("creating veth for the test host: %v", err)
+		return nil, fmt.Errorf("creating veth for the host: %w", err)
 	}
-	t.Cleanup(func() {
-		_ = netlink.LinkDel(veth) // takes its peer along
-		ns.Close()
-	})
+	h := &Host{IP: remote, ns: ns, veth: veth}
+	defer func() {
+		if err != nil {
+			_ = h.Close()
+		}
+	}()
 	peer, err := netlink.LinkByName(name + "b")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := netlink.LinkSetNsFd(peer, int(ns)); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	mask := net.CIDRMask(30, 32)
 	if err := netlink.AddrAdd(veth, &netlink.Addr{IPNet: &net.IPNet{IP: local, Mask: mask}}); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := netlink.LinkSetUp(veth); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	h, err := netlink.NewHandleAt(ns)
+	nh, err := netlink.NewHandleAt(ns)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	defer h.Close()
-	inside, err := h.LinkByName(name + "b")
+	defer nh.Close()
+	inside, err := nh.LinkByName(name + "b")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	if err := h.AddrAdd(inside, &netlink.Addr{IPNet: &net.IPNet{IP: remote, Mask: mask}}); err != nil {
-		t.Fatal(err)
+	if err := nh.AddrAdd(inside, &netlink.Addr{IPNet: &net.IPNet{IP: remote, Mask: mask}}); err != nil {
+		return nil, err
 	}
 	for _, l := range []string{"lo", name + "b"} {
-		link, err := h.LinkByName(l)
+		link, err := nh.LinkByName(l)
 		if err == nil {
-			err = h.LinkSetUp(link)
+			err = nh.LinkSetUp(link)
 		}
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return &Host{IP: remote, ns: ns}
+	return h, nil
+}
+
+// Close removes the host: its veth pair and namespace.
+func (h *Host) Close() error {
+	err := netlink.LinkDel(h.veth) // takes its peer along
+	h.ns.Close()
+	return err
 }
 
 // Listen opens a TCP listener on the host's address (port 0: any). The
 // socket belongs to the host's namespace; serve it from any goroutine.
 func (h *Host) Listen(t testing.TB) net.Listener {
 	t.Helper()
+	ln, err := h.ListenPort(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// ListenPort opens a TCP listener on the host's address and port.
+func (h *Host) ListenPort(port int) (net.Listener, error) {
 	var ln net.Listener
 	err := onOwnThread(func() error {
 		if err := netns.Set(h.ns); err != nil {
 			return err
 		}
 		var err error
-		ln, err = net.Listen("tcp", net.JoinHostPort(h.IP.String(), "0"))
+		ln, err = net.Listen("tcp", net.JoinHostPort(h.IP.String(), fmt.Sprint(port)))
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
+	return ln, err
 }

@@ -71,6 +71,17 @@ func Start(opts Options) (*Env, error) {
 	return &Env{Config: cfg, Client: cs, env: te}, nil
 }
 
+// AdminKubeconfig returns a kubeconfig of a new system:masters user, for
+// processes that need a file: kube-scheduler, kube-controller-manager, kwok,
+// Karpenter and nodemend's own binaries in the local simulation.
+func (e *Env) AdminKubeconfig(name string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
+}
+
 // Stop ends the control plane's processes.
 func (e *Env) Stop() error { return e.env.Stop() }
 

@@ -1,0 +1,136 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Karpenter's and its kwok provider's resources.
+var (
+	NodePoolGVR       = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+	NodeClaimGVR      = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
+	KWOKNodeClassGVR  = schema.GroupVersionResource{Group: "karpenter.kwok.sh", Version: "v1alpha1", Resource: "kwoknodeclasses"}
+	NodeRepairPolicyG = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderepairpolicies"}
+	NodeDiagnosticGVR = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "nodediagnostics"}
+)
+
+// KwokAnnotation marks the nodes kwok acts as the kubelet of; Karpenter's
+// kwok provider sets it on every node it launches.
+const KwokAnnotation = "kwok.x-k8s.io/node"
+
+// NodeClassName is the KWOKNodeClass every NodePool of the simulation uses.
+const NodeClassName = "default"
+
+// startKarpenter runs kwok (the fake kubelets) and Karpenter with its kwok
+// provider, and creates the node class NodePools refer to.
+func (s *Sim) startKarpenter(ctx context.Context) error {
+	if err := s.StartKwok(); err != nil {
+		return err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return err
+	}
+	probe, err := freePort()
+	if err != nil {
+		return err
+	}
+	if _, err := s.start("karpenter", filepath.Join(s.bins.sim, "karpenter-kwok"), nil, []string{
+		"KUBECONFIG=" + s.Kubeconfig,
+		"SYSTEM_NAMESPACE=kube-system",
+		"DISABLE_LEADER_ELECTION=true",
+		fmt.Sprintf("METRICS_PORT=%d", metrics),
+		fmt.Sprintf("HEALTH_PROBE_PORT=%d", probe),
+		"LOG_LEVEL=info",
+		// Karpenter's own node repair stays off: nodemend repairs.
+		"FEATURE_GATES=NodeRepair=false",
+		// A demo's pods arrive together; don't wait 10 s for more.
+		"BATCH_IDLE_DURATION=500ms", "BATCH_MAX_DURATION=3s",
+	}); err != nil {
+		return err
+	}
+	class := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+		"metadata": map[string]any{"name": NodeClassName},
+	}}
+	if _, err := s.Dynamic.Resource(KWOKNodeClassGVR).Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the KWOKNodeClass: %w", err)
+	}
+	// NodePools are only used once their class is Ready, which Karpenter
+	// decides; wait so that a demo's first pods are not left pending.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := s.procs.exitedEarly(); err != nil {
+			return false, err
+		}
+		u, err := s.Dynamic.Resource(KWOKNodeClassGVR).Get(ctx, NodeClassName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return conditionTrue(u, "Ready"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for Karpenter to make the KWOKNodeClass Ready (see %s): %w", filepath.Join(s.LogDir(), "karpenter.log"), err)
+	}
+	s.opts.Logf("kwok and Karpenter (kwok provider) running")
+	return nil
+}
+
+// StartKwok runs kwok as the kubelet of every node annotated
+// kwok.x-k8s.io/node=fake, with kwok's own stages: nodes initialize and
+// renew their Lease, pods become Ready, and deleted pods go away.
+func (s *Sim) StartKwok() error {
+	stages, err := filepath.Glob(filepath.Join(s.bins.sim, "kwok-stages", "*.yaml"))
+	if err != nil || len(stages) == 0 {
+		return fmt.Errorf("no kwok stages in %s (hack/sim-binaries.sh copies them)", s.bins.sim)
+	}
+	var docs []string
+	for _, f := range stages {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, strings.TrimSpace(string(b)))
+	}
+	conf := filepath.Join(s.Dir, "kwok.yaml")
+	if err := os.WriteFile(conf, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	_, err = s.start("kwok", filepath.Join(s.bins.sim, "kwok"), []string{
+		"--kubeconfig", s.Kubeconfig, "--config", conf,
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", KwokAnnotation + "=fake",
+		"--node-lease-duration-seconds=40", "--server-address=",
+	}, nil)
+	return err
+}
+
+// conditionTrue reports whether an object's status has condition t True.
+func conditionTrue(u *unstructured.Unstructured, t string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == t && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
