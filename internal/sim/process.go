@@ -1,12 +1,15 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,10 +23,16 @@ import (
 type Process struct {
 	Name string
 	Log  string
+	// logStart is the log's size when this process started: a restarted
+	// component appends to the log of its predecessor.
+	logStart int64
 
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// ended is set when the simulation ends the process on purpose, so
+	// that its exit is not reported as a failure.
+	ended atomic.Bool
 }
 
 // startProcess starts bin with args and extra environment.
@@ -36,6 +45,10 @@ func startProcess(logDir, name, bin string, args, env []string) (*Process, error
 	if err != nil {
 		return nil, err
 	}
+	var logStart int64
+	if st, err := out.Stat(); err == nil {
+		logStart = st.Size()
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), env...)
@@ -44,7 +57,7 @@ func startProcess(logDir, name, bin string, args, env []string) (*Process, error
 		out.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, Log: logPath, logStart: logStart, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		out.Close()
@@ -68,6 +81,7 @@ func (p *Process) Exited() (bool, error) {
 
 // Stop asks the process to end (SIGTERM) and kills it after grace.
 func (p *Process) Stop(grace time.Duration) {
+	p.ended.Store(true)
 	if exited, _ := p.Exited(); exited {
 		return
 	}
@@ -80,8 +94,23 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
+// Logged reports whether the process has written substr to its log.
+func (p *Process) Logged(substr string) (bool, error) {
+	f, err := os.Open(p.Log)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(p.logStart, io.SeekStart); err != nil {
+		return false, err
+	}
+	b, err := io.ReadAll(f)
+	return bytes.Contains(b, []byte(substr)), err
+}
+
 // Kill ends the process at once, as a crash or a node failure would.
 func (p *Process) Kill() {
+	p.ended.Store(true)
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
@@ -115,7 +144,7 @@ func (ps *processes) exitedEarly() error {
 	defer ps.mu.Unlock()
 	var errs []error
 	for _, p := range ps.list {
-		if exited, err := p.Exited(); exited {
+		if exited, err := p.Exited(); exited && !p.ended.Load() {
 			errs = append(errs, fmt.Errorf("%s exited (%v); see %s:\n%s", p.Name, err, p.Log, logTail(p.Log, 15)))
 		}
 	}

@@ -28,10 +28,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"nodemend.dev/nodemend/internal/testenv"
 )
@@ -242,6 +242,29 @@ func (s *Sim) StartController(i int) (*Process, error) {
 // Controller returns replica i.
 func (s *Sim) Controller(i int) *Process { return s.controllers[i] }
 
+// Leader waits until a running nodemend-controller replica holds the
+// leader Lease and returns its index (from its log: the Lease's holder
+// identity names a host, and every replica runs on this one).
+func (s *Sim) Leader(ctx context.Context) (int, error) {
+	leader := -1
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		for i, p := range s.controllers {
+			if exited, _ := p.Exited(); exited {
+				continue
+			}
+			if ok, err := p.Logged("Successfully acquired lease"); err == nil && ok {
+				leader = i
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return -1, fmt.Errorf("no nodemend-controller replica became leader: %w", err)
+	}
+	return leader, nil
+}
+
 // RESTConfigFor returns a client config that identifies as name in the
 // API server's logs and metrics.
 func (s *Sim) RESTConfigFor(name string) *rest.Config {
@@ -318,11 +341,6 @@ func logTail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
-}
-
-// clientFromKubeconfig is a client for a kubeconfig file.
-func clientFromKubeconfig(path string) (*rest.Config, error) {
-	return clientcmd.BuildConfigFromFlags("", path)
 }
 
 var errNotRoot = errors.New("the simulated nodes' kubelet endpoints need a network namespace: run as root")

@@ -1,0 +1,53 @@
+//go:build e2e
+
+// Package e2e asserts nodemend's whole loop on the local simulation
+// (internal/sim): real kube-apiserver, scheduler, controller-manager,
+// Karpenter with its kwok provider, two nodemend-controller replicas and a
+// nodemend-agent per node. Run with `make e2e` (needs root: the simulated
+// nodes' kubelet endpoints live in a network namespace).
+//
+// Each test has its own NodePool, policy and workload, so they run in
+// parallel; the leader-kill test runs alone first because it pauses every
+// repair while the Lease changes hands.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"nodemend.dev/nodemend/internal/sim"
+	"nodemend.dev/nodemend/internal/testenv"
+)
+
+var cluster *sim.Sim
+
+// agentConfig is the simulation's default with a short quiet period for
+// the reason the flapping-fault test injects.
+const agentConfig = sim.DefaultAgentConfig + `reasons:
+  ForkFailedOutOfPIDs: {quietPeriod: 4s}
+`
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	s, err := sim.Start(ctx, sim.Options{
+		Dir: testenv.RepoRoot() + "/_output/e2e", Karpenter: true, Controllers: 2, Agents: true,
+		AgentConfig:    agentConfig,
+		ControllerArgs: []string{"--drain-poll-interval", "1s", "--recheck-interval", "5s"},
+		Logf:           func(f string, a ...any) { fmt.Printf("sim: "+f+"\n", a...) },
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the simulation:", err)
+		os.Exit(1)
+	}
+	cluster = s
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "logs of every component: %s\n", s.LogDir())
+	}
+	s.Stop()
+	os.Exit(code)
+}
