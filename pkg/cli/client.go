@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -11,7 +12,10 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -24,19 +28,45 @@ import (
 type Global struct {
 	loading   *clientcmd.ClientConfigLoadingRules
 	overrides clientcmd.ConfigOverrides
+	// color is --color: auto, always or never.
+	color string
 }
 
 func (g *Global) bind(root *cobra.Command) {
 	fl := root.PersistentFlags()
 	fl.StringVar(&g.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file")
 	clientcmd.BindOverrideFlags(&g.overrides, fl, clientcmd.RecommendedConfigOverrideFlags(""))
+	fl.StringVar(&g.color, "color", string(ColorAuto), "colour the output: auto (when stdout is a terminal and NO_COLOR is unset), always or never")
 }
+
+// Palette is the colour palette for writing to w under --color.
+func (g *Global) Palette(w io.Writer) Palette { return PaletteFor(w, ColorMode(g.color)) }
 
 // Clients are the API clients of one invocation.
 type Clients struct {
 	Config *rest.Config
 	Core   kubernetes.Interface
 	ND     *ndclient.Client
+	// Bulk is Core speaking protobuf, for the large lists of status and
+	// explain (thousands of Nodes, Pods, Events): several times less to
+	// decode than JSON.
+	Bulk kubernetes.Interface
+	// Dynamic reads the engines' objects (NodeClaim, NodePool, Machine)
+	// and NodeRepairPolicies as unstructured: their Go types are not
+	// imported.
+	Dynamic dynamic.Interface
+	// Metadata lists objects whose metadata is all that is needed (Cluster
+	// API Machines for pool lookups).
+	Metadata metadata.Interface
+}
+
+// Namespace is -n, else the kubeconfig context's namespace, else "default".
+func (g *Global) Namespace() (string, bool, error) {
+	ns, explicit, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(g.loading, &g.overrides).Namespace()
+	if err != nil {
+		return "", false, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return ns, explicit, nil
 }
 
 // Clients builds the clients from the flags.
@@ -55,7 +85,22 @@ func (g *Global) Clients() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Config: cfg, Core: core, ND: nd}, nil
+	bulkCfg := rest.CopyConfig(cfg)
+	bulkCfg.ContentType = runtime.ContentTypeProtobuf
+	bulkCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	bulk, err := kubernetes.NewForConfig(bulkCfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Config: cfg, Core: core, ND: nd, Bulk: bulk, Dynamic: dyn, Metadata: meta}, nil
 }
 
 // ErrCRDMissing means nodemend's CRDs are not installed.

@@ -45,7 +45,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{testenv.NodemendCRDs()}}, func(env *testenv.Env) error {
+	engines, err := testenv.EngineCRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{testenv.NodemendCRDs(), engines}}, func(env *testenv.Env) error {
 		cfg, core = env.Config, env.Client
 		var err error
 		nd, err = ndclient.New(cfg)

@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Progress prints one line per change of a node's phase or detail,
@@ -49,4 +54,44 @@ func HumanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// Output formats shared by status, timeline and explain.
+const (
+	OutputTable = ""
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
+)
+
+// checkOutput validates -o against the formats a command offers.
+func checkOutput(o string, allowed ...string) error {
+	if slices.Contains(allowed, o) {
+		return nil
+	}
+	var names []string
+	for _, a := range allowed {
+		if a != OutputTable {
+			names = append(names, a)
+		}
+	}
+	return fmt.Errorf("-o %q: want one of %s (or nothing, for the table)", o, strings.Join(names, ", "))
+}
+
+// printStructured writes v as indented JSON or as YAML.
+func printStructured(w io.Writer, format string, v any) error {
+	switch format {
+	case OutputJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case OutputYAML:
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return fmt.Errorf("unknown structured format %q", format)
 }

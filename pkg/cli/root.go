@@ -1,5 +1,6 @@
 // Package cli is kubectl-mend: a cobra root with one file per command
-// (logs here; status, timeline and explain to come), a shared client layer
+// (logs, status, timeline, explain; their pure logic in the fleet, timeline
+// and explain sub-packages), a shared client layer
 // (client.go: kubeconfig flags, clients, API errors turned into advice) and
 // a shared output layer (output.go).
 package cli
@@ -29,7 +30,14 @@ func NewRootCommand(s Streams) *cobra.Command {
 		Short: "nodemend: diagnose and watch node health",
 		Long: `kubectl mend works with nodemend (node health detection and auto-repair).
 
-  kubectl mend logs NODE...   collect a redacted diagnostic bundle from nodes, without SSH`,
+  kubectl mend status                 every node's health and repair state, and each pool's safety gate
+  kubectl mend timeline NODE          what happened to a node, and how long each repair phase took
+  kubectl mend explain pod/NAME       why a pod is pending or failing, and the fix
+  kubectl mend explain node/NAME      why a node is not ready, not repaired or not consolidated
+  kubectl mend explain nodepool/NAME  why a NodePool does not launch or repair
+  kubectl mend logs NODE...           collect a redacted diagnostic bundle from nodes, without SSH
+
+Reference: docs/cli.md.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -37,6 +45,6 @@ func NewRootCommand(s Streams) *cobra.Command {
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	g.bind(root)
-	root.AddCommand(newLogsCommand(g, s))
+	root.AddCommand(newLogsCommand(g, s), newStatusCommand(g, s), newTimelineCommand(g, s), newExplainCommand(g, s))
 	return root
 }

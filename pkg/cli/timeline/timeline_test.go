@@ -1,0 +1,75 @@
+package timeline
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodemend.dev/nodemend/pkg/cli/eventlog"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func ev(source, reason, msg string, at time.Duration) eventlog.Event {
+	return eventlog.Event{Source: source, Reason: reason, Message: msg, First: t0.Add(at), Last: t0.Add(at), Count: 1, Kind: "Node", Name: "n"}
+}
+
+func unhealthyNode(ago time.Duration, ann map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: ann, CreationTimestamp: metav1.NewTime(t0.Add(-48 * time.Hour))},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-48 * time.Hour))},
+			{Type: "StorageReady", Status: corev1.ConditionFalse, Reason: "FilesystemReadOnly", LastTransitionTime: metav1.NewTime(t0.Add(-ago))}}}}
+}
+
+func TestBuild(t *testing.T) {
+	cases := []struct {
+		name   string
+		in     Input
+		phases map[string]time.Duration // name → duration; -1 means ongoing (any length)
+	}{
+		{"tolerating now", Input{Name: "n", Node: unhealthyNode(0, nil), Now: t0.Add(5 * time.Minute),
+			Events: []eventlog.Event{ev(eventlog.Agent, "FilesystemReadOnly", "EXT4-fs error: remounting read-only", -3*time.Second)}},
+			map[string]time.Duration{PhaseDetect: 3 * time.Second, PhaseToleration: -1}},
+		{"recovered before the toleration", Input{Name: "n", Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, Now: t0.Add(time.Hour),
+			Events: []eventlog.Event{
+				ev(eventlog.Controller, eventlog.RepairBlocked, "x", 40*time.Minute), // unrelated to a toleration: no start record
+				ev(eventlog.Controller, eventlog.RepairRecovered, "conditions healthy again before the toleration passed; repair clock reset", 7*time.Minute),
+			}},
+			map[string]time.Duration{}},
+		{"dry run says what it would do", Input{Name: "n", Node: nil, Now: t0.Add(time.Hour),
+			Events: []eventlog.Event{ev(eventlog.Controller, eventlog.RepairWouldStart,
+				"dry run: would taint, drain and replace this node: KernelReady=False/KernelBug since 2026-03-01T12:00:00Z (toleration 30m0s, policy default); pool cluster: 1 of 3 nodes unhealthy", 30*time.Minute)}},
+			map[string]time.Duration{PhaseDetect: 0, PhaseToleration: 30 * time.Minute}},
+		{"repair recorded on the node", Input{Name: "n", Now: t0.Add(20 * time.Minute), Node: unhealthyNode(0, map[string]string{
+			workflow.UnhealthySinceAnnotation: `{"StorageReady":"2026-03-01T12:00:00Z"}`, workflow.PhaseAnnotation: "Terminating",
+			workflow.StartedAnnotation: "2026-03-01T12:10:00Z", workflow.DrainedAnnotation: "2026-03-01T12:12:00Z",
+			workflow.TargetAnnotation: `{"backend":"node","apiVersion":"v1","kind":"Node","name":"n","uid":"u"}`})},
+			map[string]time.Duration{PhaseDetect: 0, PhaseToleration: 10 * time.Minute, PhaseDrain: 2 * time.Minute, PhaseTerminate: -1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := Build(tc.in)
+			got := map[string]Phase{}
+			for _, p := range tl.Phases {
+				got[p.Name] = p
+			}
+			if len(got) != len(tc.phases) {
+				t.Fatalf("phases %+v, want %v", tl.Phases, tc.phases)
+			}
+			for name, d := range tc.phases {
+				p, ok := got[name]
+				switch {
+				case !ok:
+					t.Errorf("no phase %s", name)
+				case d == -1 && !p.Ongoing:
+					t.Errorf("%s not ongoing: %+v", name, p)
+				case d >= 0 && (p.Duration != d || p.Ongoing):
+					t.Errorf("%s: %+v, want %s", name, p, d)
+				}
+			}
+		})
+	}
+}

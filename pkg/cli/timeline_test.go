@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodemend.dev/nodemend/pkg/cli/timeline"
+	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+var eventSeq atomic.Int32
+
+// agentEvent writes a core/v1 Event as nodemend-agent's record.EventRecorder
+// does (source component nodemend-agent, host = node).
+func agentEvent(t *testing.T, node, reason, msg string, at time.Time) {
+	t.Helper()
+	e := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s.%d", node, eventSeq.Add(1))},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node, UID: "", APIVersion: "v1"},
+		Reason:         reason, Message: msg, Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: "nodemend-agent", Host: node},
+		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Count: 1,
+	}
+	if _, err := core.CoreV1().Events("default").Create(context.Background(), e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// controllerEvent writes an events.k8s.io/v1 Event as nodemend-controller's
+// recorder (controller-runtime's GetEventRecorder) does.
+func controllerEvent(t *testing.T, kind, name, reason, action, msg string, at time.Time) {
+	t.Helper()
+	e := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s.%d", name, eventSeq.Add(1))},
+		Regarding:  corev1.ObjectReference{Kind: kind, Name: name, APIVersion: "v1"},
+		Reason:     reason, Action: action, Note: msg, Type: corev1.EventTypeNormal,
+		EventTime:           metav1.NewMicroTime(at),
+		ReportingController: "nodemend-repair", ReportingInstance: "nodemend-repair-controller-0",
+	}
+	if _, err := core.EventsV1().Events("default").Create(context.Background(), e, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func phaseMap(tl timeline.Timeline) map[string]timeline.Phase {
+	m := map[string]timeline.Phase{}
+	for _, p := range tl.Phases {
+		m[p.Name] = p
+	}
+	return m
+}
+
+// TestTimelineGoneNode: the node and its NodeClaim are gone; the events
+// that remain, and the replacement of the same NodePool, tell the story.
+func TestTimelineGoneNode(t *testing.T) {
+	t0 := time.Now().Add(-30 * time.Minute).Truncate(time.Second)
+	node := "tl-gone"
+	agentEvent(t, node, "NvidiaXID79Error", "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", t0)
+	since := t0.Add(2 * time.Second)
+	controllerEvent(t, "Node", node, "NodeRepairBlocked", "Gate", "pool NodePool/tlgpu: 2 of 4 nodes unhealthy, more than the 1 that maxUnhealthy 20% allows; nothing there is repaired until that changes; re-checking every 5m0s", since.Add(10*time.Minute))
+	controllerEvent(t, "Node", node, "NodeRepairStarted", "Taint", fmt.Sprintf("AcceleratedHardwareReady=False/NvidiaXID79Error since %s (toleration 10m0s, policy default): tainted nodemend.dev/repair:NoSchedule; drain Evict, deadline 10m0s; pool NodePool/tlgpu: 1 of 4 nodes unhealthy", since.UTC().Format(time.RFC3339)), since.Add(15*time.Minute))
+	controllerEvent(t, "Node", node, "NodeRepairHandedOver", "Drain", "drained in 1m0s; handing the node to the karpenter backend: deleting NodeClaim tlgpu-x7k2p", since.Add(16*time.Minute))
+	controllerEvent(t, "Node", node, "NodeRepairSucceeded", "Repair", "node gone 18m0s after it became unhealthy (AcceleratedHardwareReady)", since.Add(18*time.Minute))
+	rep := createNode(t, testNode{name: "tl-replacement", labels: map[string]string{pool.KarpenterNodePoolLabel: "tlgpu"},
+		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, time.Now().Add(40*time.Second))}})
+	_ = rep
+
+	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tl timeline.Timeline
+	if err := json.Unmarshal([]byte(out), &tl); err != nil {
+		t.Fatal(err)
+	}
+	if !tl.Gone || tl.Trigger != "AcceleratedHardwareReady=False/NvidiaXID79Error" || tl.Owner != "NodeClaim tlgpu-x7k2p" || tl.Replacement != "tl-replacement" {
+		t.Errorf("header: gone %v trigger %q owner %q replacement %q", tl.Gone, tl.Trigger, tl.Owner, tl.Replacement)
+	}
+	ph := phaseMap(tl)
+	want := map[string]time.Duration{
+		timeline.PhaseDetect: 2 * time.Second, timeline.PhaseToleration: 10 * time.Minute, timeline.PhaseBlocked: 5 * time.Minute,
+		timeline.PhaseDrain: time.Minute, timeline.PhaseTerminate: 2 * time.Minute,
+	}
+	for name, d := range want {
+		if p, ok := ph[name]; !ok || p.Duration != d || p.Ongoing {
+			t.Errorf("phase %s: got %+v, want %s", name, p, d)
+		}
+	}
+	if p := ph[timeline.PhaseReplacement]; p.Duration < 35*time.Second || p.Duration > 60*time.Second {
+		t.Errorf("replacement phase %+v", p)
+	}
+
+	// The terminal view: bars and the events.
+	out, err = run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Node tl-gone (gone)", "toleration", "██", "NodeRepairHandedOver", "nodemend-agent", "NvidiaXID79Error"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("terminal view lacks %q", w)
+		}
+	}
+}
+
+// TestTimelineLiveNode: a node in the middle of its drain.
+func TestTimelineLiveNode(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	node := "tl-live"
+	createNode(t, testNode{name: node, annotations: map[string]string{
+		workflow.UnhealthySinceAnnotation: fmt.Sprintf(`{"KernelReady":"%s"}`, now.Add(-40*time.Minute).UTC().Format(time.RFC3339)),
+		workflow.PhaseAnnotation:          "Draining", workflow.StartedAnnotation: now.Add(-5 * time.Minute).UTC().Format(time.RFC3339),
+		workflow.ReasonAnnotation: "KernelReady=False/ForkFailedOutOfPIDs"},
+		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, now.Add(-48*time.Hour)),
+			condition("KernelReady", corev1.ConditionFalse, "ForkFailedOutOfPIDs", "fork: retry: Resource temporarily unavailable", now.Add(-40*time.Minute))}})
+	agentEvent(t, node, "ForkFailedOutOfPIDs", "kubelet: fork/exec /usr/bin/nsenter: resource temporarily unavailable", now.Add(-40*time.Minute))
+	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tl timeline.Timeline
+	if err := json.Unmarshal([]byte(out), &tl); err != nil {
+		t.Fatal(err)
+	}
+	ph := phaseMap(tl)
+	if tl.Gone || !ph[timeline.PhaseDrain].Ongoing || ph[timeline.PhaseToleration].Duration != 35*time.Minute {
+		t.Errorf("phases %+v", tl.Phases)
+	}
+	if _, ok := ph[timeline.PhaseTerminate]; ok {
+		t.Error("terminate phase before the hand-over")
+	}
+	if _, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", "tl-never-existed"); err == nil || !strings.Contains(err.Error(), "no events about it remain") {
+		t.Errorf("unknown node: %v", err)
+	}
+}
