@@ -45,7 +45,7 @@ func (sc scenario) setUp(ctx context.Context, t *testing.T) []string {
 	}
 	manifests := strings.Join([]string{
 		sim.NodePool(sc.pool, "c-4x-amd64-linux", labels),
-		sim.RepairPolicy(sc.pool, sc.pool, string(sc.condition), sc.toleration, sc.deadline, sc.gate),
+		sim.RepairPolicy(sc.pool, "karpenter.sh/nodepool", sc.pool, string(sc.condition), sc.toleration, sc.deadline, sc.gate),
 		sim.Workload(sc.pool, "app", sc.pool, sc.replicas, "2", sc.maxUnavail),
 	}, "---\n")
 	if err := cluster.Apply(ctx, manifests); err != nil {

@@ -4,7 +4,8 @@
 # hack/kubebin/go.mod, into a cache directory keyed by those versions.
 # A second run finds them and returns at once.
 #
-# Usage: hack/kube-binaries.sh [BINARY...]   (default: etcd kube-apiserver)
+# Usage: hack/kube-binaries.sh [BINARY...]   (default: etcd kube-apiserver kube-scheduler,
+# what the tests run; kubectl mend explain is tested on the real scheduler's messages)
 # Prints the directory holding the binaries as its last line.
 # Environment: NODEMEND_CACHE (default ~/.cache/nodemend)
 set -euo pipefail
@@ -16,7 +17,7 @@ cache_root="${NODEMEND_CACHE:-${HOME}/.cache/nodemend}"
 bin_dir="${cache_root}/kubebin/kubernetes-${kube_version}_etcd-${etcd_version}_$(go env GOOS)-$(go env GOARCH)"
 
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver)
+[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-scheduler)
 
 package_of() {
   case "$1" in

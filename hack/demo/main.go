@@ -77,7 +77,7 @@ func run(ctx context.Context, work string) error {
 	say("NodePool %q (kwok GPU nodes), NodeRepairPolicy: AcceleratedHardwareReady=False tolerated %s, gate 20%%", pool, toleration)
 	manifests := strings.Join([]string{
 		sim.NodePool(pool, "c-4x-amd64-linux", map[string]string{sim.GPULabel: "1", "nodemend.dev/expected-gpu-count": "1"}),
-		sim.RepairPolicy("demo-gpu", pool, string(condition), toleration, "2m", "20%"),
+		sim.RepairPolicy("demo-gpu", "karpenter.sh/nodepool", pool, string(condition), toleration, "2m", "20%"),
 		sim.Workload(namespace, app, pool, replicas, "2", 1),
 	}, "---\n")
 	if err := s.Apply(ctx, manifests); err != nil {

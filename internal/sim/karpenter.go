@@ -38,11 +38,11 @@ func (s *Sim) startKarpenter(ctx context.Context) error {
 	if err := s.StartKwok(); err != nil {
 		return err
 	}
-	metrics, err := freePort()
+	metrics, err := FreePort()
 	if err != nil {
 		return err
 	}
-	probe, err := freePort()
+	probe, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -106,10 +106,14 @@ func (s *Sim) StartKwok() error {
 	if err := os.WriteFile(conf, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644); err != nil {
 		return err
 	}
+	lease := s.opts.KwokLeaseSeconds
+	if lease <= 0 {
+		lease = 40
+	}
 	_, err = s.start("kwok", filepath.Join(s.bins.sim, "kwok"), []string{
 		"--kubeconfig", s.Kubeconfig, "--config", conf,
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", KwokAnnotation + "=fake",
-		"--node-lease-duration-seconds=40", "--server-address=",
+		fmt.Sprintf("--node-lease-duration-seconds=%d", lease), "--server-address=",
 	}, nil)
 	return err
 }
@@ -126,7 +130,8 @@ func conditionTrue(u *unstructured.Unstructured, t string) bool {
 	return false
 }
 
-func freePort() (int, error) {
+// FreePort is a TCP port free on the loopback interface right now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

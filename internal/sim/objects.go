@@ -79,23 +79,24 @@ spec:
 `, namespace, name, pool, replicas, cpu, maxUnavailable)
 }
 
-// RepairPolicy is a NodeRepairPolicy for one pool: repair when condition
-// is False for toleration, drain with a deadline, gate at maxUnhealthy.
-func RepairPolicy(name, pool, condition, toleration, drainDeadline, maxUnhealthy string) string {
+// RepairPolicy is a NodeRepairPolicy for the nodes labelled key=value:
+// repair when condition is False for toleration, drain with a deadline,
+// gate at maxUnhealthy.
+func RepairPolicy(name, key, value, condition, toleration, drainDeadline, maxUnhealthy string) string {
 	return fmt.Sprintf(`apiVersion: nodemend.dev/v1alpha1
 kind: NodeRepairPolicy
 metadata:
   name: %[1]s
 spec:
   nodeSelector:
-    matchLabels: {karpenter.sh/nodepool: %[2]s}
+    matchLabels: {%[2]s: %[3]q}
   weight: 100
-  maxUnhealthy: %[6]q
+  maxUnhealthy: %[7]q
   rules:
-  - {conditionType: %[3]s, status: "False", toleration: %[4]s}
+  - {conditionType: %[4]s, status: "False", toleration: %[5]s}
   drain:
     mode: Evict
-    deadline: %[5]s
+    deadline: %[6]s
   action: Replace
-`, name, pool, condition, toleration, drainDeadline, maxUnhealthy)
+`, name, key, value, condition, toleration, drainDeadline, maxUnhealthy)
 }

@@ -45,8 +45,17 @@ type Options struct {
 	// Dir holds the run's state: logs/ (one file per process), nodes/ (a
 	// host root per simulated node) and admin.kubeconfig. Emptied at Start.
 	Dir string
-	// Karpenter runs Karpenter with its kwok cloud provider.
+	// Karpenter runs Karpenter with its kwok cloud provider (and kwok).
 	Karpenter bool
+	// Kwok runs kwok without Karpenter: nodes created with the kwok
+	// annotation become Ready (the fleet benchmark creates its own).
+	Kwok bool
+	// KwokLeaseSeconds is the simulated kubelets' Lease duration (default
+	// 40, as a kubelet's); kwok renews a Lease at a quarter of it.
+	KwokLeaseSeconds int
+	// NoKubeComponents skips kube-scheduler and kube-controller-manager,
+	// for runs that schedule no pods and want the CPU for something else.
+	NoKubeComponents bool
 	// Controllers is the number of nodemend-controller replicas (leader
 	// election picks one); 0 runs none.
 	Controllers int
@@ -136,11 +145,18 @@ func Start(ctx context.Context, opts Options) (_ *Sim, err error) {
 	}
 	opts.Logf("etcd and kube-apiserver ready in %v (kubeconfig %s)", time.Since(t0).Round(time.Millisecond), s.Kubeconfig)
 
-	if err := s.startKubeComponents(); err != nil {
-		return nil, err
+	if !opts.NoKubeComponents {
+		if err := s.startKubeComponents(); err != nil {
+			return nil, err
+		}
 	}
-	if opts.Karpenter {
+	switch {
+	case opts.Karpenter:
 		if err := s.startKarpenter(ctx); err != nil {
+			return nil, err
+		}
+	case opts.Kwok:
+		if err := s.StartKwok(); err != nil {
 			return nil, err
 		}
 	}
