@@ -3,17 +3,25 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: all demo test test-short bench build generate verify-generate update-reason-lock lint fmt vet kube-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: all demo test test-short e2e bench bench-fleet build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
-## demo: the whole loop on a local control plane (see README)
-demo: build kube-binaries deps
+## demo: the whole detect → repair → diagnose loop on the local simulation (see README)
+demo: build kube-binaries sim-binaries deps
 	hack/demo.sh
 
 ## test: every test, against a real kube-apiserver + etcd built from pinned sources
 test: kube-binaries deps
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -count=1 ./...
+
+## e2e: the simulation as assertions (Karpenter replacement, the gate, tolerations, PDBs, leader loss); needs root
+e2e: build kube-binaries sim-binaries deps
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/
+
+## bench-fleet: nodemend-controller on 5,000 kwok nodes, 20% unhealthy (results in _output/bench-fleet)
+bench-fleet: build kube-binaries sim-binaries deps
+	$(GO) run ./hack/bench-fleet
 
 ## bench: benchmarks with the figures quoted in issues and docs
 bench: kube-binaries deps
@@ -28,6 +36,10 @@ build:
 
 kube-binaries:
 	hack/kube-binaries.sh >/dev/null
+
+## sim-binaries: kwok, Karpenter's kwok provider (Go 1.27, tools/), kube-scheduler, kube-controller-manager
+sim-binaries:
+	hack/sim-binaries.sh >/dev/null
 
 deps:
 	hack/ensure-deps.sh
@@ -48,10 +60,11 @@ update-reason-lock:
 lint: fmt vet
 
 fmt:
-	@out="$$(gofmt -l cmd pkg internal hack)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out="$$(gofmt -l cmd pkg internal hack e2e deploy)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
 
 local-cluster-start: kube-binaries deps
 	hack/local-cluster.sh start
