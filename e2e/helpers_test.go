@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -55,15 +54,7 @@ func (sc scenario) setUp(ctx context.Context, t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
-	var nodes []string
-	for _, n := range placed {
-		if !seen[n] {
-			seen[n] = true
-			nodes = append(nodes, n)
-		}
-	}
-	sort.Strings(nodes)
+	nodes := sim.Nodes(placed)
 	for _, n := range nodes {
 		if _, err := cluster.WaitCondition(ctx, n, sc.condition, corev1.ConditionTrue); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -89,7 +88,7 @@ func run(ctx context.Context, work string) error {
 	if err != nil {
 		return err
 	}
-	nodes := distinct(placed)
+	nodes := sim.Nodes(placed)
 	say("%d pods Running on %d Karpenter nodes after %v", len(placed), len(nodes), since(t0))
 	for _, n := range nodes {
 		if _, err := s.WaitCondition(ctx, n, condition, corev1.ConditionTrue); err != nil {
@@ -192,19 +191,6 @@ func printSummary(j *sim.Journey, b bundleResult) {
 	}
 	fmt.Printf(row, "diagnostic bundle fetched (kubectl mend logs)", b.took.Round(time.Millisecond), "")
 	fmt.Println()
-}
-
-func distinct(placed map[string]string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, n := range placed {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }

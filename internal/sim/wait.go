@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,18 @@ func (s *Sim) WaitWorkload(ctx context.Context, namespace, selector string, repl
 		return nil, fmt.Errorf("waiting for %d pods %s in %s to run: %w", replicas, selector, namespace, err)
 	}
 	return placed, nil
+}
+
+// Nodes are the distinct nodes of a WaitWorkload result, sorted.
+func Nodes(placed map[string]string) []string {
+	var out []string
+	for _, n := range placed {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // WaitCondition waits until node has condition t with status.
