@@ -144,6 +144,23 @@ func run(ctx context.Context, work string) error {
 	say("kubectl mend logs %s: %s in %v", sick, bundle.summary, bundle.took.Round(time.Millisecond))
 	say("replacement node %s is Ready and runs the evicted pod; %s is gone", j.Replacement(), sick)
 	printSummary(j, bundle)
+	say("the same story, as an operator gets it afterwards from the API (the node is gone; events remain):")
+	fmt.Println()
+	if err := mend(ctx, root, s.Kubeconfig, "timeline", sick); err != nil {
+		return err
+	}
+	fmt.Println()
+	return mend(ctx, root, s.Kubeconfig, "status")
+}
+
+// mend runs a kubectl mend command, its output on ours.
+func mend(ctx context.Context, root, kubeconfig string, args ...string) error {
+	fmt.Printf("$ kubectl mend %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-mend"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl mend %s: %w", strings.Join(args, " "), err)
+	}
 	return nil
 }
 
