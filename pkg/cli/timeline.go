@@ -238,6 +238,9 @@ func (o *timelineOptions) findReplacement(ctx context.Context, c *Clients, in ti
 	if err != nil {
 		return nil, Explain(err, "listing nodes of the pool")
 	}
+	// Creation timestamps have whole seconds; the repair's start may have
+	// microseconds (events.k8s.io), and Karpenter launches within that second.
+	after = after.Truncate(time.Second)
 	var best *corev1.Node
 	for i := range list.Items {
 		n := &list.Items[i]
