@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: all demo test test-short e2e bench bench-fleet build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: helm images all demo test test-short e2e bench bench-fleet build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -12,7 +12,7 @@ demo: build kube-binaries sim-binaries deps
 	hack/demo.sh
 
 ## test: every test, against a real kube-apiserver + etcd built from pinned sources
-test: kube-binaries deps
+test: kube-binaries deps helm
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -count=1 ./...
 
 ## e2e: the simulation as assertions (Karpenter replacement, the gate, tolerations, PDBs, leader loss); needs root
@@ -37,6 +37,16 @@ build:
 kube-binaries:
 	hack/kube-binaries.sh >/dev/null
 
+## helm: the helm CLI (pinned in hack/tools), for the chart's lint/template tests
+helm:
+	hack/helm.sh >/dev/null
+
+## images: container images (needs docker buildx); REGISTRY and TAG required (docs/install.md)
+images:
+	docker buildx build -f deploy/images/agent.Dockerfile --platform linux/amd64,linux/arm64 -t $(REGISTRY)/nodemend-agent:$(TAG) .
+	docker buildx build -f deploy/images/controller.Dockerfile --platform linux/amd64,linux/arm64 -t $(REGISTRY)/nodemend-controller:$(TAG) .
+	docker buildx build -f deploy/images/kubectl-mend.Dockerfile -t $(REGISTRY)/kubectl-mend:$(TAG) .
+
 ## sim-binaries: kwok, Karpenter's kwok provider (Go 1.27, tools/), kube-scheduler, kube-controller-manager
 sim-binaries:
 	hack/sim-binaries.sh >/dev/null
@@ -48,6 +58,8 @@ deps:
 generate: $(BIN)/controller-gen
 	$(GO) run ./hack/genreasons
 	$(BIN)/controller-gen object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=deploy/crds
+	$(GO) run ./hack/genconfigdoc
+	$(GO) run ./hack/render-manifests
 
 $(BIN)/controller-gen: hack/tools/go.mod
 	mkdir -p $(BIN)

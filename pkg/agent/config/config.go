@@ -22,7 +22,9 @@ import (
 
 // Config is the whole agent config file.
 type Config struct {
-	Monitors Monitors                `json:"monitors"`
+	Monitors Monitors `json:"monitors"`
+	// Reasons overrides single reasons, keyed by reason code
+	// (docs/reasons.md).
 	Reasons  map[string]ReasonConfig `json:"reasons,omitempty"`
 	Sources  Sources                 `json:"sources"`
 	Exporter ExporterConfig          `json:"exporter"`
@@ -43,6 +45,8 @@ type Monitors struct {
 
 // KernelMonitor configures the kernel monitor (KernelReady).
 type KernelMonitor struct {
+	// Enabled runs the monitor. A disabled monitor writes no condition and
+	// removes the one it wrote before (absent is not Unknown).
 	Enabled *bool `json:"enabled,omitempty"`
 	// CheckInterval is the period of the /proc checks (pid, file, zombie, clock).
 	CheckInterval Duration `json:"checkInterval,omitempty"`
@@ -50,6 +54,8 @@ type KernelMonitor struct {
 
 // RuntimeMonitor configures the container runtime monitor (ContainerRuntimeReady).
 type RuntimeMonitor struct {
+	// Enabled runs the monitor. A disabled monitor writes no condition and
+	// removes the one it wrote before (absent is not Unknown).
 	Enabled *bool `json:"enabled,omitempty"`
 	// CRISocket is the runtime's CRI socket, under the host root. Empty means
 	// containerd's default socket, expected only once it has been seen (a node
@@ -64,6 +70,8 @@ type RuntimeMonitor struct {
 
 // NetworkingMonitor configures the networking monitor (NetworkingReady).
 type NetworkingMonitor struct {
+	// Enabled runs the monitor. A disabled monitor writes no condition and
+	// removes the one it wrote before (absent is not Unknown).
 	Enabled *bool `json:"enabled,omitempty"`
 	// CheckInterval is the period of every networking check.
 	CheckInterval Duration `json:"checkInterval,omitempty"`
@@ -89,6 +97,8 @@ type NetworkingMonitor struct {
 
 // StorageMonitor configures the storage monitor (StorageReady).
 type StorageMonitor struct {
+	// Enabled runs the monitor. A disabled monitor writes no condition and
+	// removes the one it wrote before (absent is not Unknown).
 	Enabled *bool `json:"enabled,omitempty"`
 	// CheckInterval is the period of every storage check.
 	CheckInterval Duration `json:"checkInterval,omitempty"`
@@ -106,6 +116,8 @@ type StorageMonitor struct {
 // amdgpu → AcceleratedHardwareReady). An enabled monitor still runs only on
 // nodes that have its hardware; elsewhere it writes nothing.
 type AcceleratorMonitor struct {
+	// Enabled runs the monitor. A disabled monitor writes no condition and
+	// removes the one it wrote before (absent is not Unknown).
 	Enabled *bool `json:"enabled,omitempty"`
 	// CheckInterval is the period of the device checks.
 	CheckInterval Duration `json:"checkInterval,omitempty"`
@@ -152,6 +164,7 @@ type Sources struct {
 
 // KmsgSource configures the kernel log reader.
 type KmsgSource struct {
+	// Enabled reads the kernel log (<host-root>/dev/kmsg).
 	Enabled *bool `json:"enabled,omitempty"`
 	// Lookback replays records of the kernel ring buffer this recent at start.
 	Lookback Duration `json:"lookback,omitempty"`

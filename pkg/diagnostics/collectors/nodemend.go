@@ -76,7 +76,10 @@ func (e *Env) findings(ctx context.Context, out *collect.Output) error {
 		conds = append(conds, cond{c, owner})
 	}
 	var errs []error
-	evs, err := e.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{
+	// Events about a Node, a cluster-scoped object, are recorded in the
+	// default namespace (client-go's recorders put them there), so the
+	// agent's RBAC grants event reads in that namespace only.
+	evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"),
 			fields.OneTermEqualSelector("involvedObject.name", e.NodeName)).String(),
 	})

@@ -1,0 +1,79 @@
+package deploytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"nodemend.dev/nodemend/internal/testenv"
+)
+
+// One control plane for the package: the chart with every feature on is
+// installed into it once, in TestMain; the tests then check what the API
+// server accepted and how the installed policies and roles behave.
+var (
+	env       *testenv.Env
+	admin     kubernetes.Interface
+	dyn       dynamic.Interface
+	installed []*unstructured.Unstructured
+	// applyErrs holds each object's server-side apply error (nil: accepted).
+	applyErrs map[string]error
+)
+
+func TestMain(m *testing.M) {
+	monitoring, err := testenv.MonitoringCRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{monitoring}}, func(e *testenv.Env) error {
+		env, admin = e, e.Client
+		var err error
+		if dyn, err = dynamic.NewForConfig(e.Config); err != nil {
+			return err
+		}
+		out, err := TemplateArgs("--values", filepath.Join("testdata", "all-features.yaml"))
+		if err != nil {
+			return err
+		}
+		if installed, err = Objects(out); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		applyErrs, err = ApplyAll(ctx, e.Config, installed)
+		return err
+	})
+}
+
+// configFor returns a client config that authenticates with a bearer token
+// only (no admin client certificate).
+func configFor(token string) *rest.Config {
+	c := rest.AnonymousClientConfig(env.Config)
+	c.BearerToken = token
+	c.QPS, c.Burst = 100, 200
+	return c
+}
+
+// must returns a function that fails the test on an error, for one-line
+// calls: must[*corev1.Pod](t)(client.Create(...)).
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+var errNotApplied = errors.New("not applied")

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# helm.sh builds the helm CLI that the chart tests (deploy/deploytest) and
+# hack/render-manifests run, from the Go module proxy at the version pinned in
+# hack/tools/go.mod, into a cache keyed by that version. A second run finds it
+# and returns at once. The main module never depends on helm.
+#
+# Usage: hack/helm.sh        Prints the path of the helm binary as its last line.
+# Environment: NODEMEND_CACHE (default ~/.cache/nodemend)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+version="$(awk '$1=="helm.sh/helm/v4"{print $2}' "${here}/tools/go.mod")"
+[[ -n "${version}" ]] || { echo "helm.sh: helm.sh/helm/v4 is not pinned in hack/tools/go.mod" >&2; exit 1; }
+dir="${NODEMEND_CACHE:-${HOME}/.cache/nodemend}/helm/helm-${version}_$(go env GOOS)-$(go env GOARCH)"
+bin="${dir}/helm"
+
+if [[ ! -x "${bin}" ]]; then
+  mkdir -p "${dir}"
+  echo "building helm ${version} into ${dir} — first time only, a few minutes on 2 cores" >&2
+  start=$SECONDS
+  # helm's own release build stamps its version this way; `helm version`
+  # then reports the pin instead of "main".
+  ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${version}"
+  # Build to a temporary name and rename, so an interrupted build never
+  # leaves a half-written binary that a later run would trust.
+  (cd "${here}/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${dir}/.helm.tmp" helm.sh/helm/v4/cmd/helm)
+  mv "${dir}/.helm.tmp" "${bin}"
+  echo "built helm in $((SECONDS - start))s" >&2
+fi
+echo "${bin}"
