@@ -58,6 +58,7 @@ type config struct {
 	unhealthy  float64
 	toleration time.Duration
 	timeout    time.Duration
+	extra      string
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 	flag.Float64Var(&c.unhealthy, "unhealthy", 0.20, "fraction of every pool turned unhealthy")
 	flag.DurationVar(&c.toleration, "toleration", 30*time.Second, "the policy's toleration")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "give up after this long")
+	flag.StringVar(&c.extra, "controller-args", "", "extra nodemend-controller flags, space-separated (e.g. \"--kube-api-qps 1000\")")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -92,8 +94,8 @@ func run(ctx context.Context, c config) error {
 		// kwok renews a Lease every quarter of this; nothing here watches
 		// Leases, so spare the API server 5,000 renewals every 10 s.
 		KwokLeaseSeconds: 600,
-		ControllerArgs: []string{"--backend", "node", "--pool-label", poolLabel,
-			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort)},
+		ControllerArgs: append([]string{"--backend", "node", "--pool-label", poolLabel,
+			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort)}, strings.Fields(c.extra)...),
 		Logf: say,
 	})
 	if err != nil {
@@ -398,8 +400,12 @@ func between(s, start, end string) string {
 func report(c config, r results, before, after usage, created time.Duration) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# nodemend fleet benchmark\n\n")
-	fmt.Fprintf(&b, "%d kwok nodes in %d pools, %.0f%% of every pool unhealthy at the same instant (%d nodes), toleration %v, gate 20%%, plain node backend; one nodemend-controller; %s.\n\n",
-		c.nodes, c.pools, 100*c.unhealthy, len(r.latencies)+r.untainted, c.toleration, time.Now().UTC().Format("2006-01-02"))
+	args := "default flags"
+	if c.extra != "" {
+		args = c.extra
+	}
+	fmt.Fprintf(&b, "%d kwok nodes in %d pools, %.0f%% of every pool unhealthy at the same instant (%d nodes), toleration %v, gate 20%%, plain node backend; one nodemend-controller (%s); %s.\n\n",
+		c.nodes, c.pools, 100*c.unhealthy, len(r.latencies)+r.untainted, c.toleration, args, time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "| figure | value |\n|---|---|\n")
 	row := func(k string, v any) { fmt.Fprintf(&b, "| %s | %v |\n", k, v) }
 	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
