@@ -22,7 +22,7 @@ func TestAgentMayPatchOnlyItsOwnNodesConditions(t *testing.T) {
 	ctx := t.Context()
 	a, b := agentOn(t, "node-a"), agentOn(t, "node-b")
 
-	extra := must[map[string][]string](t)(userExtra(ctx, a))
+	extra := Must[map[string][]string](t)(userExtra(ctx, a))
 	if got := extra[nodeNameExtra]; len(got) != 1 || got[0] != "node-a" {
 		t.Fatalf("token of the agent pod on node-a carries %s=%v", nodeNameExtra, got)
 	}
@@ -71,7 +71,7 @@ func TestAgentMayPatchOnlyItsOwnNodesConditions(t *testing.T) {
 
 	// What admission left behind: A's write is there, the kubelet's
 	// conditions and B are untouched.
-	nodeA := must[*corev1.Node](t)(admin.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{}))
+	nodeA := Must[*corev1.Node](t)(admin.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{}))
 	conds := map[string]corev1.NodeCondition{}
 	for _, c := range nodeA.Status.Conditions {
 		conds[string(c.Type)] = c
@@ -88,7 +88,7 @@ func TestAgentMayPatchOnlyItsOwnNodesConditions(t *testing.T) {
 	if nodeA.Labels["evil"] != "" {
 		t.Error("node-a got the label")
 	}
-	nodeB := must[*corev1.Node](t)(admin.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{}))
+	nodeB := Must[*corev1.Node](t)(admin.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{}))
 	for _, c := range nodeB.Status.Conditions {
 		if c.Type == "KernelReady" && c.Status != corev1.ConditionTrue {
 			t.Errorf("node-b KernelReady = %+v", c)
@@ -101,7 +101,7 @@ func TestAgentMayPatchOnlyItsOwnNodesConditions(t *testing.T) {
 func TestAgentTokenWithoutANodeIsRefused(t *testing.T) {
 	ctx := t.Context()
 	agentOn(t, "node-c")
-	tr := must[*authTokenRequest](t)(admin.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, "nodemend-agent",
+	tr := Must[*authTokenRequest](t)(admin.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, "nodemend-agent",
 		&authTokenRequest{}, metav1.CreateOptions{}))
 	unbound := identityFromToken(t, "node-c", tr.Status.Token)
 	err := unbound.patchConditions(ctx, "node-c", condition("KernelReady", "True", "KernelIsReady"))

@@ -33,7 +33,7 @@ func TestAgentRunsWithOnlyItsBoundToken(t *testing.T) {
 	tokenCfg := configFor(bearerToken(t, id))
 	var denied ForbiddenLog
 	cfg := denied.Wrap(tokenCfg)
-	client := must[*kubernetes.Clientset](t)(kubernetes.NewForConfig(cfg))
+	client := Must[*kubernetes.Clientset](t)(kubernetes.NewForConfig(cfg))
 
 	root := hostroot.New(t).WithProc()
 	root.AppendKmsg()

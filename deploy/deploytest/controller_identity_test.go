@@ -13,7 +13,7 @@ import (
 // ServiceAccount, as its pods get.
 func controllerClient(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	tr := must[*authenticationv1.TokenRequest](t)(admin.CoreV1().ServiceAccounts(Namespace).CreateToken(t.Context(), "nodemend-controller",
+	tr := Must[*authenticationv1.TokenRequest](t)(admin.CoreV1().ServiceAccounts(Namespace).CreateToken(t.Context(), "nodemend-controller",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{}))
-	return must[*kubernetes.Clientset](t)(kubernetes.NewForConfig(configFor(tr.Status.Token)))
+	return Must[*kubernetes.Clientset](t)(kubernetes.NewForConfig(configFor(tr.Status.Token)))
 }

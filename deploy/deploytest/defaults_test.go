@@ -18,7 +18,7 @@ import (
 // and spells out every key of it (so a changed binary default cannot hide
 // behind an older value in the chart).
 func TestChartAgentConfigIsTheBinaryDefault(t *testing.T) {
-	objs, err := Objects(must[[]byte](t)(os.ReadFile(ManifestsFile())))
+	objs, err := Objects(Must[[]byte](t)(os.ReadFile(ManifestsFile())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestChartAgentConfigIsTheBinaryDefault(t *testing.T) {
 		t.Fatalf("the chart's agent config does not parse: %v", err)
 	}
 	// Compared as JSON: pointers by value, an empty reasons map as absent.
-	g, w := must[[]byte](t)(json.Marshal(got)), must[[]byte](t)(json.Marshal(config.Default()))
+	g, w := Must[[]byte](t)(json.Marshal(got)), Must[[]byte](t)(json.Marshal(config.Default()))
 	if string(g) != string(w) {
 		t.Errorf("chart agent config differs from config.Default():\n got %s\nwant %s", g, w)
 	}
@@ -41,7 +41,7 @@ func TestChartAgentConfigIsTheBinaryDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	var def map[string]any
-	if err := json.Unmarshal(must[[]byte](t)(json.Marshal(config.Default())), &def); err != nil {
+	if err := json.Unmarshal(Must[[]byte](t)(json.Marshal(config.Default())), &def); err != nil {
 		t.Fatal(err)
 	}
 	have := map[string]bool{}
@@ -75,7 +75,7 @@ func keyPaths(prefix string, m map[string]any) []string {
 // unknown keys), and a removed one removed.
 func TestValuesSchemaCoversTheAgentConfig(t *testing.T) {
 	var schema map[string]any
-	if err := json.Unmarshal(must[[]byte](t)(os.ReadFile(ChartDir()+"/values.schema.json")), &schema); err != nil {
+	if err := json.Unmarshal(Must[[]byte](t)(os.ReadFile(ChartDir()+"/values.schema.json")), &schema); err != nil {
 		t.Fatal(err)
 	}
 	agentCfg := dig(schema, "properties", "agent", "properties", "config")

@@ -34,7 +34,7 @@ type agentIdentity struct {
 func agentOn(t *testing.T, node string) agentIdentity {
 	t.Helper()
 	ctx := t.Context()
-	n := must[*corev1.Node](t)(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+	n := Must[*corev1.Node](t)(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
 		Labels: map[string]string{"kubernetes.io/hostname": node}}}, metav1.CreateOptions{}))
 	now := metav1.Now()
 	n.Status.Conditions = []corev1.NodeCondition{
@@ -43,13 +43,13 @@ func agentOn(t *testing.T, node string) agentIdentity {
 		{Type: "KernelReady", Status: corev1.ConditionTrue, Reason: "KernelIsReady", LastHeartbeatTime: now, LastTransitionTime: now},
 	}
 	n.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: resourceQuantity("110")}
-	must[*corev1.Node](t)(admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))
-	pod := must[*corev1.Pod](t)(admin.CoreV1().Pods(Namespace).Create(ctx, &corev1.Pod{
+	Must[*corev1.Node](t)(admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))
+	pod := Must[*corev1.Pod](t)(admin.CoreV1().Pods(Namespace).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "nodemend-agent-" + node},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "nodemend-agent",
 			Containers: []corev1.Container{{Name: "agent", Image: "nodemend-agent"}}},
 	}, metav1.CreateOptions{}))
-	tr := must[*authenticationv1.TokenRequest](t)(admin.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, "nodemend-agent",
+	tr := Must[*authenticationv1.TokenRequest](t)(admin.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, "nodemend-agent",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 			ExpirationSeconds: ptr.To[int64](3600),
 			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
@@ -60,8 +60,8 @@ func agentOn(t *testing.T, node string) agentIdentity {
 func identityFromToken(t *testing.T, node, token string) agentIdentity {
 	t.Helper()
 	cfg := configFor(token)
-	return agentIdentity{node: node, token: token, core: must[*kubernetes.Clientset](t)(kubernetes.NewForConfig(cfg)),
-		dyn: must[*dynamic.DynamicClient](t)(dynamic.NewForConfig(cfg))}
+	return agentIdentity{node: node, token: token, core: Must[*kubernetes.Clientset](t)(kubernetes.NewForConfig(cfg)),
+		dyn: Must[*dynamic.DynamicClient](t)(dynamic.NewForConfig(cfg))}
 }
 
 type authTokenRequest = authenticationv1.TokenRequest

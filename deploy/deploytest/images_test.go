@@ -18,7 +18,7 @@ import (
 
 func dockerfile(t *testing.T, name string) []Instruction {
 	t.Helper()
-	return ParseDockerfile(must[[]byte](t)(os.ReadFile(filepath.Join(RepoRoot(), "deploy", "images", name))))
+	return ParseDockerfile(Must[[]byte](t)(os.ReadFile(filepath.Join(RepoRoot(), "deploy", "images", name))))
 }
 
 func finalStage(ins []Instruction) []Instruction {
@@ -45,7 +45,7 @@ func find(ins []Instruction, cmd string) []Instruction {
 // goModVersion is the go directive of the main module ("1.26").
 func goModVersion(t *testing.T) string {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(must[[]byte](t)(os.ReadFile(filepath.Join(RepoRoot(), "go.mod"))))
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(Must[[]byte](t)(os.ReadFile(filepath.Join(RepoRoot(), "go.mod"))))
 	if m == nil {
 		t.Fatal("no go directive in go.mod")
 	}
@@ -125,7 +125,7 @@ func agentTools(t *testing.T) []string {
 	tools := map[string]bool{config.Default().Sources.Journal.Command: true}
 	fset := token.NewFileSet()
 	for _, dir := range []string{"pkg/diagnostics/collectors", "pkg/diagnostics/pcap", "pkg/diagnostics"} {
-		pkgs := must[map[string]*ast.Package](t)(parser.ParseDir(fset, filepath.Join(RepoRoot(), dir), func(fi os.FileInfo) bool {
+		pkgs := Must[map[string]*ast.Package](t)(parser.ParseDir(fset, filepath.Join(RepoRoot(), dir), func(fi os.FileInfo) bool {
 			return !strings.HasSuffix(fi.Name(), "_test.go")
 		}, 0))
 		for _, p := range pkgs {
@@ -150,7 +150,7 @@ func agentTools(t *testing.T) []string {
 				}
 				if arg >= 0 && arg < len(call.Args) {
 					if lit, ok := call.Args[arg].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						tools[must[string](t)(strconv.Unquote(lit.Value))] = true
+						tools[Must[string](t)(strconv.Unquote(lit.Value))] = true
 					}
 				}
 				return true

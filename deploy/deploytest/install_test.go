@@ -59,7 +59,7 @@ func TestAllFeaturesRenderEveryOptionalObject(t *testing.T) {
 func TestPodTemplatesPassPodSecurity(t *testing.T) {
 	ctx := t.Context()
 	restricted := "pss-restricted"
-	must[*corev1.Namespace](t)(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: restricted,
+	Must[*corev1.Namespace](t)(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: restricted,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, metav1.CreateOptions{}))
 
 	controller := podFromTemplate(t, "Deployment", "nodemend-controller")
@@ -107,7 +107,7 @@ func TestRepairPolicyIsStoredAsRendered(t *testing.T) {
 	if want == nil {
 		t.Fatal("no NodeRepairPolicy gpu rendered")
 	}
-	got := must[*unstructured.Unstructured](t)(dyn.Resource(nrpResource).Get(t.Context(), "gpu", metav1.GetOptions{}))
+	got := Must[*unstructured.Unstructured](t)(dyn.Resource(nrpResource).Get(t.Context(), "gpu", metav1.GetOptions{}))
 	w, _ := json.Marshal(want.Object["spec"])
 	g, _ := json.Marshal(got.Object["spec"])
 	if string(w) != string(g) {

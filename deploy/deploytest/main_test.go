@@ -64,16 +64,4 @@ func configFor(token string) *rest.Config {
 	return c
 }
 
-// must returns a function that fails the test on an error, for one-line
-// calls: must[*corev1.Pod](t)(client.Create(...)).
-func must[T any](t *testing.T) func(T, error) T {
-	return func(v T, err error) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
-
 var errNotApplied = errors.New("not applied")

@@ -23,7 +23,7 @@ func newDiagnostic(t *testing.T, name, node string, categories ...any) *unstruct
 		"metadata": map[string]any{"name": name},
 		"spec":     map[string]any{"nodeName": node, "logCapture": map[string]any{"categories": categories}},
 	}}
-	return must[*unstructured.Unstructured](t)(dyn.Resource(ndiagResource).Create(t.Context(), u, metav1.CreateOptions{}))
+	return Must[*unstructured.Unstructured](t)(dyn.Resource(ndiagResource).Create(t.Context(), u, metav1.CreateOptions{}))
 }
 
 // writeStatus does what the agent's diagnostics runner does: read the
@@ -54,7 +54,7 @@ func TestAgentMayWriteOnlyItsOwnNodesDiagnostics(t *testing.T) {
 	if err := writeStatus(ctx, a.dyn, "logs-b", "Running"); err == nil || !strings.Contains(err.Error(), "may not write NodeDiagnostic logs-b of node diag-b") {
 		t.Errorf("A writing the status of node B's NodeDiagnostic: %v, want a refusal", err)
 	}
-	u := must[*unstructured.Unstructured](t)(a.dyn.Resource(ndiagResource).Get(ctx, "logs-a", metav1.GetOptions{}))
+	u := Must[*unstructured.Unstructured](t)(a.dyn.Resource(ndiagResource).Get(ctx, "logs-a", metav1.GetOptions{}))
 	_ = unstructured.SetNestedField(u.Object, "diag-b", "spec", "nodeName")
 	if _, err := a.dyn.Resource(ndiagResource).Update(ctx, u, metav1.UpdateOptions{}); err == nil {
 		t.Error("A updated the spec of a NodeDiagnostic")
@@ -67,7 +67,7 @@ func TestAgentMayWriteOnlyItsOwnNodesDiagnostics(t *testing.T) {
 	// in group system:nodes), impersonated here since envtest has no kubelet.
 	kubelet := rest.CopyConfig(env.Config)
 	kubelet.Impersonate = rest.ImpersonationConfig{UserName: "system:node:diag-a", Groups: []string{"system:nodes", "system:authenticated"}}
-	kdyn := must[*dynamic.DynamicClient](t)(dynamic.NewForConfig(kubelet))
+	kdyn := Must[*dynamic.DynamicClient](t)(dynamic.NewForConfig(kubelet))
 	if err := writeStatus(ctx, kdyn, "logs-a", "Completed"); err != nil {
 		t.Errorf("node A's kubelet identity writing its own NodeDiagnostic: %v", err)
 	}

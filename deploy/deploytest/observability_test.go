@@ -109,7 +109,7 @@ func TestMetricNamesLexer(t *testing.T) {
 
 func chartFile(t *testing.T, name string) []byte {
 	t.Helper()
-	return must[[]byte](t)(os.ReadFile(filepath.Join(ChartDir(), "files", name)))
+	return Must[[]byte](t)(os.ReadFile(filepath.Join(ChartDir(), "files", name)))
 }
 
 // The alert rules parse, are complete, and use only exported metrics.

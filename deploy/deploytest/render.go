@@ -19,6 +19,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"nodemend.dev/nodemend/internal/testenv"
 )
 
 // Release name and namespace of the plain manifests (and of the tests).
@@ -54,16 +56,7 @@ var (
 // script returns at once when its cache is warm).
 func Helm() (string, error) {
 	helmOnce.Do(func() {
-		script := filepath.Join(RepoRoot(), "hack", "helm.sh")
-		cmd := exec.Command("bash", script)
-		var stdout bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			helmErr = fmt.Errorf("%s failed (it builds helm): %w", script, err)
-			return
-		}
-		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-		helmPath = lines[len(lines)-1]
+		helmPath, helmErr = testenv.BuildScript("helm.sh")
 	})
 	return helmPath, helmErr
 }

@@ -13,7 +13,7 @@ import (
 
 func defaultObjects(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := Objects(must[[]byte](t)(os.ReadFile(ManifestsFile())))
+	objs, err := Objects(Must[[]byte](t)(os.ReadFile(ManifestsFile())))
 	if err != nil {
 		t.Fatal(err)
 	}

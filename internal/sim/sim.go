@@ -15,12 +15,10 @@ package sim
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -302,12 +300,11 @@ type binaries struct {
 func findBinaries(opts Options) (binaries, error) {
 	root := testenv.RepoRoot()
 	var b binaries
-	out, err := runScript(filepath.Join(root, "hack", "sim-binaries.sh"))
-	if err != nil {
+	var err error
+	if b.sim, err = testenv.BuildScript("sim-binaries.sh"); err != nil {
 		return b, err
 	}
-	b.sim = out
-	if b.kube, err = runScript(filepath.Join(root, "hack", "kube-binaries.sh"), "etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"); err != nil {
+	if b.kube, err = testenv.BuildScript("kube-binaries.sh", "etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"); err != nil {
 		return b, err
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -325,19 +322,6 @@ func findBinaries(opts Options) (binaries, error) {
 		return b, fmt.Errorf("%s not built: run `make build`", strings.Join(missing, ", "))
 	}
 	return b, nil
-}
-
-// runScript runs a build script, its progress on stderr, and returns the
-// last line it prints (the directory of what it built).
-func runScript(script string, args ...string) (string, error) {
-	cmd := exec.Command("bash", append([]string{script}, args...)...)
-	var stdout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %w", filepath.Base(script), err)
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	return lines[len(lines)-1], nil
 }
 
 // logTail is the last n lines of a log file.

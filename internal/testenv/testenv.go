@@ -99,19 +99,25 @@ func BinaryDir() (string, error) {
 			binDir = dir
 			return
 		}
-		script := filepath.Join(RepoRoot(), "hack", "kube-binaries.sh")
-		cmd := exec.Command("bash", script)
-		var stdout bytes.Buffer
-		cmd.Stdout = &stdout
-		cmd.Stderr = os.Stderr // build progress on the first run
-		if err := cmd.Run(); err != nil {
-			binErr = fmt.Errorf("%s failed (it builds kube-apiserver and etcd): %w", script, err)
-			return
-		}
-		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-		binDir = lines[len(lines)-1]
+		binDir, binErr = BuildScript("kube-binaries.sh")
 	})
 	return binDir, binErr
+}
+
+// BuildScript runs hack/<script> with args — one of the scripts that build
+// pinned tools into a cache and return at once when it is warm — with its
+// progress on stderr, and returns the last line it prints (where the result
+// is).
+func BuildScript(script string, args ...string) (string, error) {
+	path := filepath.Join(RepoRoot(), "hack", script)
+	cmd := exec.Command("bash", append([]string{path}, args...)...)
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/%s failed: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	return lines[len(lines)-1], nil
 }
 
 // RepoRoot is the root of this repository, found from this source file.

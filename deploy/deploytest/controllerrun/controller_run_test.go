@@ -54,7 +54,7 @@ func TestControllerRepairsWithOnlyItsServiceAccount(t *testing.T) {
 	const pool, poolLabel = "run", "deploytest.nodemend.dev/pool"
 	hourAgo := metav1.NewTime(time.Now().Add(-time.Hour))
 	for i := range 5 {
-		n := must[*corev1.Node](t)(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		n := deploytest.Must[*corev1.Node](t)(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("repair-%d", i), Labels: map[string]string{poolLabel: pool}}}, metav1.CreateOptions{}))
 		status := corev1.ConditionTrue
 		if i == 0 {
@@ -62,7 +62,7 @@ func TestControllerRepairsWithOnlyItsServiceAccount(t *testing.T) {
 		}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: "KernelReady", Status: status, Reason: "KernelDeadlock",
 			LastTransitionTime: hourAgo, LastHeartbeatTime: hourAgo}}
-		must[*corev1.Node](t)(admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))
+		deploytest.Must[*corev1.Node](t)(admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))
 	}
 	podsOnBrokenNode(t, "repair-0")
 
@@ -138,9 +138,9 @@ func podsOnBrokenNode(t *testing.T, node string) {
 	t.Helper()
 	ctx := t.Context()
 	ns := "team-a"
-	must[*corev1.Namespace](t)(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+	deploytest.Must[*corev1.Namespace](t)(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
 	labels := map[string]string{"app": "ds"}
-	ds := must[*appsv1.DaemonSet](t)(admin.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
+	ds := deploytest.Must[*appsv1.DaemonSet](t)(admin.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "ds"},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -154,7 +154,7 @@ func podsOnBrokenNode(t *testing.T, node string) {
 	}
 	for _, p := range pods {
 		p.Spec = corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}
-		must[*corev1.Pod](t)(admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}))
+		deploytest.Must[*corev1.Pod](t)(admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}))
 	}
 }
 

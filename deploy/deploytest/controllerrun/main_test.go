@@ -66,20 +66,10 @@ func TestMain(m *testing.M) {
 // ServiceAccount, as its pods get.
 func controllerConfig(t *testing.T) *rest.Config {
 	t.Helper()
-	tr := must[*authenticationv1.TokenRequest](t)(admin.CoreV1().ServiceAccounts(deploytest.Namespace).CreateToken(t.Context(), "nodemend-controller",
+	tr := deploytest.Must[*authenticationv1.TokenRequest](t)(admin.CoreV1().ServiceAccounts(deploytest.Namespace).CreateToken(t.Context(), "nodemend-controller",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{}))
 	c := rest.AnonymousClientConfig(env.Config)
 	c.BearerToken = tr.Status.Token
 	c.QPS, c.Burst = 100, 200
 	return c
-}
-
-func must[T any](t *testing.T) func(T, error) T {
-	return func(v T, err error) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 }
