@@ -24,10 +24,10 @@ import (
 
 var cluster *sim.Sim
 
-// agentConfig is the simulation's default with a short quiet period for
-// the reason the flapping-fault test injects.
-const agentConfig = sim.DefaultAgentConfig + `reasons:
-  ForkFailedOutOfPIDs: {quietPeriod: 4s}
+// agentConfig is the simulation's default (which ends in its reasons:
+// section) with a short quiet period for the reason the flapping-fault
+// test injects.
+const agentConfig = sim.DefaultAgentConfig + `  ForkFailedOutOfPIDs: {quietPeriod: 4s}
 `
 
 func TestMain(m *testing.M) {

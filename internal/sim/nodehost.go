@@ -35,8 +35,9 @@ const GPULabel = "sim.nodemend.dev/gpus"
 
 // DefaultAgentConfig is the agents' config: kernel log and journal from
 // the fake host's files; the monitors that read the real machine
-// (netlink, mounts, the container runtime) are off, because every
-// simulated node shares the one machine the simulation runs on.
+// (netlink, mounts, the container runtime) are off, and so is the clock
+// check (adjtimex reads the real kernel), because every simulated node
+// shares the one machine the simulation runs on.
 const DefaultAgentConfig = `sources:
   journal: {mode: file, file: /var/log/journal/sim.jsonl}
 monitors:
@@ -44,6 +45,8 @@ monitors:
   containerRuntime: {enabled: false}
   networking: {enabled: false}
   storage: {enabled: false}
+reasons:
+  ClockUnsynchronized: {disabled: true}
 `
 
 // Host is a simulated node's machine: a directory as its root, the node's
