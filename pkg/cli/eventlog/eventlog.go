@@ -120,24 +120,17 @@ func Sort(evs []Event) {
 // Latest returns the most recently seen event with one of reasons (any
 // reason when none are given) from source (any source when empty).
 func Latest(evs []Event, source string, reasons ...string) (Event, bool) {
-	var best Event
-	found := false
-	for _, e := range evs {
-		if source != "" && e.Source != source {
-			continue
-		}
-		if len(reasons) > 0 && !slices.Contains(reasons, e.Reason) {
-			continue
-		}
-		if !found || !e.Last.Before(best.Last) {
-			best, found = e, true
-		}
-	}
-	return best, found
+	return pick(evs, source, reasons, func(e, best Event) bool { return !e.Last.Before(best.Last) })
 }
 
 // First returns the earliest event matching the same filter as Latest.
 func First(evs []Event, source string, reasons ...string) (Event, bool) {
+	return pick(evs, source, reasons, func(e, best Event) bool { return e.First.Before(best.First) })
+}
+
+// pick returns the event of source with one of reasons that better prefers
+// over every other.
+func pick(evs []Event, source string, reasons []string, better func(e, best Event) bool) (Event, bool) {
 	var best Event
 	found := false
 	for _, e := range evs {
@@ -147,7 +140,7 @@ func First(evs []Event, source string, reasons ...string) (Event, bool) {
 		if len(reasons) > 0 && !slices.Contains(reasons, e.Reason) {
 			continue
 		}
-		if !found || e.First.Before(best.First) {
+		if !found || better(e, best) {
 			best, found = e, true
 		}
 	}
