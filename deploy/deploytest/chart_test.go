@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // deploy/manifests and the chart's CRDs are what the chart and deploy/crds
@@ -68,4 +70,29 @@ func TestValuesSchemaRefusesBadValues(t *testing.T) {
 			t.Errorf("--set %s: %v, want it to name %s", c.set, err, c.want)
 		}
 	}
+}
+
+// Every rendered document is valid YAML for strict parsers too: no mapping
+// key twice (helm and lenient decoders keep the last one silently; kubectl
+// and other tools refuse the file).
+func TestRenderedYAMLHasNoDuplicateKeys(t *testing.T) {
+	for _, extra := range [][]string{nil, {"--values", filepath.Join("testdata", "all-features.yaml")}} {
+		out, err := TemplateArgs(extra...)
+		if err != nil {
+			t.Fatalf("helm template %v: %v", extra, err)
+		}
+		for i, doc := range strings.Split(string(out), "\n---") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			if _, err := yaml.YAMLToJSONStrict([]byte(doc)); err != nil {
+				t.Errorf("helm template %v, document %d: %v\n%s", extra, i, err, head(doc, 12))
+			}
+		}
+	}
+}
+
+func head(s string, lines int) string {
+	parts := strings.SplitN(s, "\n", lines+1)
+	return strings.Join(parts[:min(len(parts), lines)], "\n")
 }
