@@ -138,3 +138,19 @@ func isTainted(ctx context.Context, t *testing.T, node string) bool {
 	}
 	return false
 }
+
+// eventCount waits (events are written asynchronously) until node has at
+// least want events with reason, or 15 s passed, and returns how many
+// times it happened.
+func eventCount(ctx context.Context, t *testing.T, node, reason string, want int) int {
+	t.Helper()
+	var n int
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, n = events(ctx, t, node, reason)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -33,7 +33,7 @@ const agentConfig = sim.DefaultAgentConfig + `  ForkFailedOutOfPIDs: {quietPerio
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	s, err := sim.Start(ctx, sim.Options{
-		Dir: testenv.RepoRoot() + "/_output/e2e", Karpenter: true, Controllers: 2, Agents: true,
+		Dir: testenv.RepoRoot() + "/_output/e2e", Karpenter: true, Controllers: 2, Agents: true, LeastPrivilege: true,
 		AgentConfig:    agentConfig,
 		ControllerArgs: []string{"--drain-poll-interval", "1s", "--recheck-interval", "5s"},
 		Logf:           func(f string, a ...any) { fmt.Printf("sim: "+f+"\n", a...) },

@@ -48,7 +48,7 @@ func TestGPUFaultReplacedThroughKarpenter(t *testing.T) {
 	if got := tainted.Sub(fault); got < 4*time.Second {
 		t.Errorf("tainted %v after the fault, before the 5s toleration", got)
 	}
-	if _, n := events(ctx, t, sick, "NodeRepairSucceeded"); n != 1 {
+	if n := eventCount(ctx, t, sick, "NodeRepairSucceeded", 1); n != 1 {
 		t.Errorf("NodeRepairSucceeded %d times, want 1", n)
 	}
 	repl := j.Replacement()
@@ -180,7 +180,7 @@ func TestPDBHoldsTheDrainUntilItsDeadline(t *testing.T) {
 	if _, n := events(ctx, t, node, "NodeDrainBlocked"); n == 0 {
 		t.Error("no NodeDrainBlocked event while the PDB refused evictions")
 	}
-	if _, n := events(ctx, t, node, "NodeDrainDeadlineExceeded"); n != 1 {
+	if n := eventCount(ctx, t, node, "NodeDrainDeadlineExceeded", 1); n != 1 {
 		t.Errorf("NodeDrainDeadlineExceeded %d times, want 1", n)
 	}
 	reach(ctx, t, j, sim.NodeGone)
@@ -228,7 +228,7 @@ func TestLeaderKilledMidRepair(t *testing.T) {
 		t.Errorf("NodeRepairStarted %d times", n)
 	}
 	for _, reason := range []string{"NodeRepairHandedOver", "NodeRepairSucceeded"} {
-		if _, n := events(ctx, t, node, reason); n != 1 {
+		if n := eventCount(ctx, t, node, reason, 1); n != 1 {
 			t.Errorf("%s %d times, want 1", reason, n)
 		}
 	}

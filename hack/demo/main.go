@@ -61,7 +61,7 @@ func run(ctx context.Context, work string) error {
 	say("starting the local simulation: etcd, kube-apiserver, kube-scheduler, kube-controller-manager,")
 	say("kwok (fake kubelets), Karpenter (kwok provider), 2 nodemend-controller replicas, an agent per node")
 	s, err := sim.Start(ctx, sim.Options{
-		Dir: work, Karpenter: true, Controllers: 2, Agents: true,
+		Dir: work, Karpenter: true, Controllers: 2, Agents: true, LeastPrivilege: true,
 		ControllerArgs: []string{"--drain-poll-interval", "1s", "--recheck-interval", "10s"},
 		Logf:           say,
 	})

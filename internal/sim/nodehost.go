@@ -206,8 +206,14 @@ func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port 
 	if err := os.WriteFile(conf, []byte(agentConfig), 0o644); err != nil {
 		return err
 	}
+	kubeconfig := h.s.Kubeconfig
+	if h.s.opts.LeastPrivilege {
+		if kubeconfig, err = h.s.agentKubeconfig(ctx, n.Name); err != nil {
+			return err
+		}
+	}
 	p, err := h.s.start("agent-"+n.Name, h.s.bins.agent, []string{
-		"--kubeconfig", h.s.Kubeconfig, "--node-name", n.Name, "--host-root", host.Root,
+		"--kubeconfig", kubeconfig, "--node-name", n.Name, "--host-root", host.Root,
 		"--config", conf, "--metrics-bind-address", "", "--kube-api-qps", "20",
 	}, nil)
 	if err != nil {

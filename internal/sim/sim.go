@@ -65,6 +65,13 @@ type Options struct {
 	Agents bool
 	// AgentConfig is every agent's config file (YAML); empty: DefaultAgentConfig.
 	AgentConfig string
+	// LeastPrivilege runs agents and controllers with the identities the
+	// shipped manifests give them instead of an admin's: RBAC, admission
+	// policies and the agent DaemonSet from deploy/manifests/nodemend.yaml,
+	// each agent with a token bound to the DaemonSet's pod on its node, the
+	// controllers with their ServiceAccount's token. Needs kube-scheduler
+	// and kube-controller-manager (the DaemonSet's pods).
+	LeastPrivilege bool
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
 }
@@ -84,6 +91,8 @@ type Sim struct {
 	controllers []*Process
 	hosts       *nodeHosts
 	cancel      context.CancelFunc
+	// controllerKubeconfig is the controllers' identity (LeastPrivilege).
+	controllerKubeconfig string
 }
 
 // Start builds what is missing (first run only) and starts everything
@@ -161,6 +170,15 @@ func Start(ctx context.Context, opts Options) (_ *Sim, err error) {
 	if _, err := s.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
+	if opts.LeastPrivilege {
+		if opts.NoKubeComponents {
+			return nil, fmt.Errorf("LeastPrivilege needs the scheduler and controller-manager for the agent DaemonSet's pods")
+		}
+		if err := s.installIdentities(ctx); err != nil {
+			return nil, err
+		}
+		opts.Logf("RBAC, admission policies and agent DaemonSet from deploy/manifests installed; agents and controllers use their own identities")
+	}
 	for i := 0; i < opts.Controllers; i++ {
 		if _, err := s.StartController(i); err != nil {
 			return nil, err
@@ -237,8 +255,12 @@ func (s *Sim) startKubeComponents() error {
 
 // StartController starts nodemend-controller replica i.
 func (s *Sim) StartController(i int) (*Process, error) {
+	kubeconfig := s.Kubeconfig
+	if s.controllerKubeconfig != "" {
+		kubeconfig = s.controllerKubeconfig
+	}
 	args := append([]string{
-		"--kubeconfig", s.Kubeconfig, "--namespace", Namespace,
+		"--kubeconfig", kubeconfig, "--namespace", Namespace,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 	}, s.opts.ControllerArgs...)
 	p, err := s.start(fmt.Sprintf("nodemend-controller-%d", i), s.bins.controller, args, nil)

@@ -165,7 +165,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if server != nil {
 		server.SetReady()
 	}
-	log.Info("agent started", "node", a.opts.NodeName, "hostRoot", a.opts.HostRoot)
+	log.Info("agent started", "hostRoot", a.opts.HostRoot) // the logger names the node
 
 	var wg sync.WaitGroup
 	wg.Add(3)
