@@ -315,8 +315,12 @@ func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.St
 	if !st.Failed.IsZero() {
 		return
 	}
-	if err := r.patch(ctx, node, workflow.MarkedFailed(node, now), false); err != nil {
-		log.Error(err, "recording repair failure")
+	// Optimistic lock: a reconcile that read the node before another one
+	// recorded the failure must not report it a second time.
+	if err := r.patch(ctx, node, workflow.MarkedFailed(node, now), true); err != nil {
+		if !apierrors.IsConflict(err) {
+			log.Error(err, "recording repair failure")
+		}
 		return
 	}
 	r.metrics.Failed(string(st.Condition), workflow.ConditionReason(st.Reason))
