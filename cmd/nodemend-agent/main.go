@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"nodemend.dev/nodemend/internal/kubeconfig"
 	"nodemend.dev/nodemend/pkg/agent"
 )
 
@@ -89,7 +89,7 @@ func run(ctx context.Context, f flags) error {
 	defer func() { _ = zl.Sync() }()
 	log := zapr.NewLogger(zl).WithValues("node", f.nodeName)
 
-	cfg, err := restConfig(f.kubeconfig)
+	cfg, err := kubeconfig.Load(f.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -121,17 +121,6 @@ func runLogged(ctx context.Context, a *agent.Agent, log logr.Logger) error {
 		log.Error(err, "agent stopped")
 	}
 	return err
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-	}
-	return cfg, nil
 }
 
 // diagnosticsOptions turns the diagnostics flags into agent options.

@@ -16,13 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"nodemend.dev/nodemend/internal/kubeconfig"
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/controller"
 )
@@ -126,7 +125,7 @@ func run(ctx context.Context, f flags) error {
 	log := ctrlzap.New(zopts...)
 	ctrl.SetLogger(log)
 
-	cfg, err := restConfig(f.kubeconfig)
+	cfg, err := kubeconfig.Load(f.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -164,15 +163,4 @@ func run(ctx context.Context, f flags) error {
 		return err
 	}
 	return nil
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-	}
-	return cfg, nil
 }
