@@ -1,5 +1,6 @@
 // Package monitortest holds what monitor tests share: an environment over a
-// fake host root, running one check by name, and a compact view of findings.
+// fake host root, running one check by name, a compact view of findings,
+// and the checks every monitor's rules and registry entries must pass.
 package monitortest
 
 import (
@@ -10,7 +11,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Env is a monitor environment over root with the given clock; thresholds
@@ -52,4 +56,65 @@ func Reasons(fs []monitor.Finding) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, ",")
+}
+
+// EveryRuleMatches fails for each rule that matches none of the positive
+// example lines: a rule without a test case is a rule nobody has seen fire.
+func EveryRuleMatches(t *testing.T, rs []rules.Rule, positives []logline.Line) {
+	t.Helper()
+	for i, r := range rs {
+		mt, err := rules.Compile([]rules.Rule{r})
+		if err != nil {
+			t.Fatalf("rule %d (%s): %v", i, r.Reason, err)
+		}
+		hit := false
+		for _, l := range positives {
+			mt.Match(l, func(rules.Match) { hit = true })
+		}
+		if !hit {
+			t.Errorf("rule %d (%s, %q) has no positive test case", i, r.Reason, r.Contains)
+		}
+	}
+}
+
+// RegistryCoverage checks that m produces exactly the registry's reasons
+// of condition, each from the source the registry names: rules are log
+// sources, checks declare theirs. alsoFromLog are reasons produced from
+// logs outside the rules (a monitor's own Interpret). It also checks that
+// every check can run and that the registry knows the monitor.
+func RegistryCoverage(t *testing.T, m interface {
+	monitor.Monitor
+	Rules() []rules.Rule
+}, condition health.ConditionType, alsoFromLog ...string) {
+	t.Helper()
+	got := map[string]health.Source{}
+	for _, r := range m.Rules() {
+		got[r.Reason] = health.FromLog
+	}
+	for _, r := range alsoFromLog {
+		got[r] = health.FromLog
+	}
+	for _, c := range m.Checks() {
+		if c.Period <= 0 || c.Run == nil {
+			t.Errorf("check %s: want a period and Run", c.Name)
+		}
+		for _, r := range c.Reasons {
+			got[r] = health.FromCheck
+		}
+	}
+	for _, r := range health.Reasons() {
+		if r.Condition != condition {
+			continue
+		}
+		if src, ok := got[r.Name]; !ok || src != r.Source {
+			t.Errorf("registry reason %s (%s) is produced as %q", r.Name, r.Source, src)
+		}
+		delete(got, r.Name)
+	}
+	if len(got) != 0 {
+		t.Errorf("reasons outside %s: %v", condition, got)
+	}
+	if mon, ok := health.LookupMonitor(m.Name()); !ok || mon.Condition != condition {
+		t.Fatalf("registry monitor %q: %+v", m.Name(), mon)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"nodemend.dev/nodemend/internal/monitortest"
 	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
@@ -310,22 +311,13 @@ func TestRules(t *testing.T) {
 // TestEveryRuleHasAPositiveCase keeps ruleCases honest: each rule, compiled
 // alone, matches at least one of the expected-positive lines.
 func TestEveryRuleHasAPositiveCase(t *testing.T) {
-	for i, r := range Rules() {
-		mt, err := rules.Compile([]rules.Rule{r})
-		if err != nil {
-			t.Fatalf("rule %d (%s): %v", i, r.Reason, err)
-		}
-		hit := false
-		for _, tc := range ruleCases {
-			if tc.want == nil {
-				continue
-			}
-			mt.Match(tc.line, func(rules.Match) { hit = true })
-		}
-		if !hit {
-			t.Errorf("rule %d (%s, %q) has no positive test case", i, r.Reason, r.Contains)
+	var positives []logline.Line
+	for _, tc := range ruleCases {
+		if tc.want != nil {
+			positives = append(positives, tc.line)
 		}
 	}
+	monitortest.EveryRuleMatches(t, Rules(), positives)
 }
 
 func TestRuleReasonsAreKernelReady(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"nodemend.dev/nodemend/internal/monitortest"
 	"nodemend.dev/nodemend/internal/netnstest"
 	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/agent/monitor"
@@ -94,55 +95,19 @@ func TestRules(t *testing.T) {
 }
 
 func TestEveryRuleHasAPositiveCase(t *testing.T) {
-	for i, r := range Rules() {
-		mt, err := rules.Compile([]rules.Rule{r})
-		if err != nil {
-			t.Fatalf("rule %d (%s): %v", i, r.Reason, err)
-		}
-		hit := false
-		for _, tc := range ruleCases {
-			if tc.want != nil {
-				mt.Match(tc.line, func(rules.Match) { hit = true })
-			}
-		}
-		if !hit {
-			t.Errorf("rule %d (%s, %q) has no positive case", i, r.Reason, r.Contains)
+	var positives []logline.Line
+	for _, tc := range ruleCases {
+		if tc.want != nil {
+			positives = append(positives, tc.line)
 		}
 	}
+	monitortest.EveryRuleMatches(t, Rules(), positives)
 }
 
 // TestRegistryCoverage: every NetworkingReady reason is produced by a rule
 // (log) or declared by a check (check), and nothing else is.
 func TestRegistryCoverage(t *testing.T) {
-	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
-	got := map[string]health.Source{}
-	for _, r := range m.Rules() {
-		got[r.Reason] = health.FromLog
-	}
-	for _, c := range m.Checks() {
-		if c.Period <= 0 || c.Run == nil {
-			t.Errorf("check %s: want a period and Run", c.Name)
-		}
-		for _, r := range c.Reasons {
-			got[r] = health.FromCheck
-		}
-	}
-	for _, r := range health.Reasons() {
-		if r.Condition != health.NetworkingReady {
-			continue
-		}
-		if src, ok := got[r.Name]; !ok || src != r.Source {
-			t.Errorf("registry reason %s (%s) is produced as %q", r.Name, r.Source, src)
-		}
-		delete(got, r.Name)
-	}
-	if len(got) != 0 {
-		t.Errorf("reasons outside NetworkingReady: %v", got)
-	}
-	mon, ok := health.LookupMonitor(Name)
-	if !ok || mon.Condition != health.NetworkingReady || m.Name() != Name {
-		t.Fatalf("registry monitor %q: %+v", Name, mon)
-	}
+	monitortest.RegistryCoverage(t, New(monitor.Env{HostRoot: t.TempDir()}, Options{}), health.NetworkingReady)
 }
 
 // TestThisMachineRaisesNothing runs every check against the real host this
