@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -152,24 +150,7 @@ func untar(t *testing.T, path string) map[string]string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	out := map[string]string{}
-	for {
-		hd, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		_, rest, _ := strings.Cut(hd.Name, "/")
-		out[rest] = string(b)
-	}
+	return diagtest.Untar(t, f)
 }
 
 // TestLogsEndToEnd: kubectl mend logs creates the request, the agent

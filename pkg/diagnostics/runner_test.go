@@ -1,8 +1,6 @@
 package diagnostics
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -163,29 +161,7 @@ func readBundle(t *testing.T, path string) map[string]string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	return untar(t, f)
-}
-
-func untar(t *testing.T, r io.Reader) map[string]string {
-	t.Helper()
-	gz, err := gzip.NewReader(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		_, rest, _ := strings.Cut(h.Name, "/")
-		out[rest] = string(b)
-	}
+	return diagtest.Untar(t, f)
 }
 
 func TestBundleOnNode(t *testing.T) {
@@ -482,7 +458,7 @@ func TestBundleUpload(t *testing.T) {
 	if int64(len(body)) != done.Status.LogCapture.SizeBytes || len(body) == 0 {
 		t.Fatalf("uploaded %d bytes, status says %d", len(body), done.Status.LogCapture.SizeBytes)
 	}
-	files := untar(t, strings.NewReader(string(body)))
+	files := diagtest.Untar(t, strings.NewReader(string(body)))
 	if _, ok := files["manifest.json"]; !ok {
 		t.Fatal("uploaded bundle has no manifest")
 	}
