@@ -7,8 +7,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/internal/hostroot"
 	"nodemend.dev/nodemend/pkg/agent/logline"
@@ -116,5 +118,22 @@ func RegistryCoverage(t *testing.T, m interface {
 	}
 	if mon, ok := health.LookupMonitor(m.Name()); !ok || mon.Condition != condition {
 		t.Fatalf("registry monitor %q: %+v", m.Name(), mon)
+	}
+}
+
+// Stepper returns a function that runs check name of m, fails unless the
+// findings' reasons (Reasons) are want, and then moves clk forward by step:
+// one call per check period, for tests that walk a monitor through time.
+func Stepper(t *testing.T, m monitor.Monitor, name string, clk *clocktesting.FakePassiveClock, step time.Duration) func(want string) {
+	return func(want string) {
+		t.Helper()
+		fs, err := RunCheck(t, m, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Reasons(fs); got != want {
+			t.Fatalf("%s: findings %q, want %q (%v)", name, got, want, fs)
+		}
+		clk.SetTime(clk.Now().Add(step))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/monitortest"
 	"nodemend.dev/nodemend/internal/netnstest"
 	"nodemend.dev/nodemend/pkg/health"
 )
@@ -201,17 +202,7 @@ func TestInterfacesInRealNetNS(t *testing.T) {
 	root.Symlink("run/netns/node", ns.Path)
 	clk := clocktesting.NewFakePassiveClock(t0)
 	m := New(testEnv(root, clk, nil), Options{NetNS: "/run/netns/node"})
-	check := func(want string) {
-		t.Helper()
-		fs, err := runCheck(t, m, "net-interfaces")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := reasons(fs); got != want {
-			t.Fatalf("findings %q, want %q (%v)", got, want, fs)
-		}
-		clk.SetTime(clk.Now().Add(30 * time.Second))
-	}
+	check := monitortest.Stepper(t, m, "net-interfaces", clk, 30*time.Second)
 
 	// A fresh namespace: only loopback, and it is down.
 	check("")

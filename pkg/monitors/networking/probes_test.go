@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/monitortest"
 	"nodemend.dev/nodemend/internal/netnstest"
 )
 
@@ -47,17 +48,7 @@ func TestKubeProxyCheck(t *testing.T) {
 			addr := strings.TrimPrefix(srv.URL, "http://")
 			clk := clocktesting.NewFakePassiveClock(t0)
 			m := New(testEnv(hostroot.New(t), clk, nil), Options{KubeProxyHealthz: addr, ProbeTimeout: 2 * time.Second})
-			check := func(want string) {
-				t.Helper()
-				fs, err := runCheck(t, m, "net-kube-proxy")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := reasons(fs); got != want {
-					t.Fatalf("got %q, want %q (%v)", got, want, fs)
-				}
-				clk.SetTime(clk.Now().Add(30 * time.Second))
-			}
+			check := monitortest.Stepper(t, m, "net-kube-proxy", clk, 30*time.Second)
 			check("")
 			kp.status.Store(503)
 			check("")
@@ -185,17 +176,7 @@ func TestDNSResolvConfInNetNS(t *testing.T) {
 	root.WriteFile("etc/resolv.conf", "nameserver 127.0.0.1\noptions edns0\n")
 	clk := clocktesting.NewFakePassiveClock(t0)
 	m := New(testEnv(root, clk, nil), Options{NetNS: "/run/netns/node", ProbeTimeout: time.Second})
-	check := func(want string) {
-		t.Helper()
-		fs, err := runCheck(t, m, "net-dns")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := reasons(fs); got != want {
-			t.Fatalf("got %q, want %q (%v)", got, want, fs)
-		}
-		clk.SetTime(clk.Now().Add(30 * time.Second))
-	}
+	check := monitortest.Stepper(t, m, "net-dns", clk, 30*time.Second)
 	check("")
 	check("")
 	check("DNSResolverUnreachable")

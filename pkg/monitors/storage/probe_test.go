@@ -14,6 +14,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/monitortest"
 )
 
 func TestWriteProbeWritesOnlyItsDirectory(t *testing.T) {
@@ -65,17 +66,7 @@ func TestWriteProbeRealReadOnlyFilesystem(t *testing.T) {
 	mountTmpfs(t, dir, unix.MS_RDONLY, "size=64k")
 	clk := clocktesting.NewFakePassiveClock(t0)
 	m := New(testEnv(root, clk, nil), Options{})
-	check := func(want string) {
-		t.Helper()
-		fs, err := runCheck(t, m, "storage-write-probe")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := reasons(fs); got != want {
-			t.Fatalf("got %q, want %q (%v)", got, want, fs)
-		}
-		clk.SetTime(clk.Now().Add(30 * time.Second))
-	}
+	check := monitortest.Stepper(t, m, "storage-write-probe", clk, 30*time.Second)
 	check("")
 	check("FilesystemNotWritable//var/lib/nodemend/probe")
 	fs, _ := runCheck(t, m, "storage-write-probe")
