@@ -60,6 +60,10 @@ type Host struct {
 	Started time.Time
 	Agent   *Process
 
+	// boot is when the host booted (proc/stat's btime): kernel records are
+	// stamped relative to it.
+	boot time.Time
+
 	mu      sync.Mutex
 	kmsgSeq uint64
 	port    int
@@ -73,7 +77,7 @@ func (h *Host) Kmsg(msg string) (time.Time, error) {
 	defer h.mu.Unlock()
 	h.kmsgSeq++
 	now := time.Now()
-	rec := hostroot.KmsgRecord(3, 1000+h.kmsgSeq, uint64(time.Since(bootTime).Microseconds()), msg) + "\n"
+	rec := hostroot.KmsgRecord(3, 1000+h.kmsgSeq, uint64(time.Since(h.boot).Microseconds()), msg) + "\n"
 	return now, appendFile(filepath.Join(h.Root, "dev/kmsg"), rec)
 }
 
@@ -86,8 +90,6 @@ func (h *Host) Journal(fields map[string]string) error {
 	return appendFile(filepath.Join(h.Root, "var/log/journal/sim.jsonl"), string(line)+"\n")
 }
 
-// bootTime is the simulated hosts' boot, for kmsg timestamps.
-var bootTime = time.Now().Add(-time.Hour)
 
 func appendFile(path, s string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -162,7 +164,7 @@ func (h *nodeHosts) sync(ctx context.Context, o any) {
 		h.ensureEndpoint(ctx, host, n)
 		return
 	}
-	host := &Host{Node: n.Name, Root: filepath.Join(h.s.Dir, "nodes", n.Name)}
+	host := &Host{Node: n.Name, Root: filepath.Join(h.s.Dir, "nodes", n.Name), boot: time.Now().Add(-time.Hour)}
 	h.hosts[n.Name] = host
 	h.port++
 	port := h.port
@@ -179,7 +181,7 @@ func (h *nodeHosts) sync(ctx context.Context, o any) {
 
 func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port int) error {
 	gpus, _ := strconv.Atoi(n.Labels[GPULabel])
-	if err := writeHostRoot(host.Root, gpus); err != nil {
+	if err := writeHostRoot(host.Root, host.boot, gpus); err != nil {
 		return err
 	}
 	ln, err := h.net.ListenPort(port)
@@ -316,7 +318,7 @@ func (s *Sim) Host(ctx context.Context, node string) (*Host, error) {
 // writeHostRoot lays out a healthy host: the kernel log and journal the
 // agent follows, the /proc files the kernel monitor reads, some logs for a
 // diagnostic bundle, and gpus NVIDIA device nodes.
-func writeHostRoot(root string, gpus int) error {
+func writeHostRoot(root string, boot time.Time, gpus int) error {
 	files := map[string]string{
 		"dev/kmsg":                       "",
 		"var/log/journal/sim.jsonl":      "",
@@ -325,7 +327,7 @@ func writeHostRoot(root string, gpus int) error {
 		"proc/sys/kernel/threads-max":    "254288\n",
 		"proc/sys/fs/file-nr":            "9184\t0\t9223372036854775807\n",
 		"proc/uptime":                    "3600.00 7000.00\n",
-		"proc/stat":                      fmt.Sprintf("cpu  1 2 3 4 5 6 7 0 0 0\nbtime %d\n", bootTime.Unix()),
+		"proc/stat":                      fmt.Sprintf("cpu  1 2 3 4 5 6 7 0 0 0\nbtime %d\n", boot.Unix()),
 		"proc/1/stat":                    "1 (systemd) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
 		"etc/os-release":                 "NAME=\"nodemend simulated host\"\nID=sim\n",
 		"var/log/messages":               "simulated host booted\n",
