@@ -90,7 +90,6 @@ func (h *Host) Journal(fields map[string]string) error {
 	return appendFile(filepath.Join(h.Root, "var/log/journal/sim.jsonl"), string(line)+"\n")
 }
 
-
 func appendFile(path, s string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
