@@ -29,7 +29,7 @@ func TestCheckURL(t *testing.T) {
 		{"file", p, "file:///etc/shadow", `scheme "file"`},
 		{"gopher", p, "gopher://x/", `scheme "gopher"`},
 		{"metadata IP", p, "https://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address (cloud metadata endpoint)"},
-		{"metadata IPv6", p, "https://[fd00:ec2::254]/latest", "fd00:ec2::254 is a unique local"},
+		{"metadata IPv6", p, "https://[fd00:ec2::254]/latest", "fd00:ec2::254 is a cloud metadata endpoint"},
 		{"loopback", p, "https://127.0.0.1:8443/x", "127.0.0.1 is a loopback address"},
 		{"loopback v6", p, "https://[::1]/x", "::1 is a loopback address"},
 		{"v4-mapped loopback", p, "https://[::ffff:127.0.0.1]/x", "127.0.0.1 is a loopback address"},
