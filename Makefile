@@ -21,7 +21,7 @@ e2e: build kube-binaries sim-binaries deps
 
 ## bench-fleet: nodemend-controller on 5,000 kwok nodes, 20% unhealthy (results in _output/bench-fleet)
 bench-fleet: build kube-binaries sim-binaries deps
-	$(GO) run ./hack/bench-fleet
+	$(GO) run ./sim/cmd/bench-fleet
 
 ## bench: benchmarks with the figures quoted in issues and docs
 bench: kube-binaries deps
@@ -72,7 +72,7 @@ update-reason-lock:
 lint: fmt vet
 
 fmt:
-	@out="$$(gofmt -l cmd pkg internal hack e2e deploy)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out="$$(gofmt -l cmd pkg internal hack e2e deploy sim)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...

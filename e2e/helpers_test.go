@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"nodemend.dev/nodemend/internal/sim"
+	"nodemend.dev/nodemend/sim"
 )
 
 const (

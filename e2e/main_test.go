@@ -1,7 +1,7 @@
 //go:build e2e
 
 // Package e2e asserts nodemend's whole loop on the local simulation
-// (internal/sim): real kube-apiserver, scheduler, controller-manager,
+// (sim/): real kube-apiserver, scheduler, controller-manager,
 // Karpenter with its kwok provider, two nodemend-controller replicas and a
 // nodemend-agent per node. Run with `make e2e` (needs root: the simulated
 // nodes' kubelet endpoints live in a network namespace).
@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/internal/sim"
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
+	"nodemend.dev/nodemend/sim"
 )
 
 var cluster *sim.Sim

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"nodemend.dev/nodemend/internal/sim"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/sim"
 )
 
 // A GPU that falls off the bus is detected, tolerated for the policy's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # demo.sh: the whole detect → repair → diagnose loop on the local simulation
-# (hack/demo/main.go). Everything it starts stops when it ends.
+# (sim/cmd/demo/main.go). Everything it starts stops when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec go run ./hack/demo "$@"
+exec go run ./sim/cmd/demo "$@"

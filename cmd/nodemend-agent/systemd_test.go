@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/config"
 )
 

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 // Every flag is documented in docs/repair.md, with its default.

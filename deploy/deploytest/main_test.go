@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 // One control plane for the package: the chart with every feature on is

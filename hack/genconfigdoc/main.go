@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"nodemend.dev/nodemend/pkg/agent/config/configdoc"
+	"nodemend.dev/nodemend/hack/genconfigdoc/configdoc"
 )
 
 func main() {

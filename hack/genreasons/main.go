@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"nodemend.dev/nodemend/pkg/health/registry"
+	"nodemend.dev/nodemend/hack/genreasons/registry"
 )
 
 func main() {

@@ -24,11 +24,11 @@ import (
 
 	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
-	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"

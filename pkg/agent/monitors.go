@@ -2,7 +2,7 @@ package agent
 
 import (
 	"nodemend.dev/nodemend/pkg/agent/config"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/pkg/agent/config"
-	"nodemend.dev/nodemend/pkg/agent/source/journal"
-	"nodemend.dev/nodemend/pkg/agent/source/kmsg"
+	"nodemend.dev/nodemend/pkg/source/journal"
+	"nodemend.dev/nodemend/pkg/source/kmsg"
 )
 
 // runningSources are the log readers of one source config.

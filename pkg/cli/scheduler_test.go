@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 // startScheduler runs the real kube-scheduler (v1.37.2, built with the

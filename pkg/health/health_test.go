@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"nodemend.dev/nodemend/hack/genreasons/registry"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/health/registry"
 )
 
 func loadRegistry(t *testing.T) *registry.File {

@@ -3,7 +3,7 @@ package rules
 import (
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 func benchmarkMatch(b *testing.B, lines []logline.Line) {

@@ -1,6 +1,6 @@
 package rules
 
-import "nodemend.dev/nodemend/pkg/agent/logline"
+import "nodemend.dev/nodemend/pkg/logline"
 
 // A realistic rule set and realistic lines for the benchmarks and the corpus
 // tests. Message formats are those printed by Linux 5.x/6.x, the NVIDIA

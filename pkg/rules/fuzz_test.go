@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 // fuzzRules builds up to 8 rules from spec, one per line:

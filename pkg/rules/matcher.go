@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 // Matcher applies a compiled rule set to lines. It is safe for concurrent use.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 // got is a match reduced to what the tests compare.

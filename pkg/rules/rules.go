@@ -3,7 +3,7 @@
 // pass it.
 package rules
 
-import "nodemend.dev/nodemend/pkg/agent/logline"
+import "nodemend.dev/nodemend/pkg/logline"
 
 // Rule maps log lines to a reason code.
 type Rule struct {

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"nodemend.dev/nodemend/deploy/deploytest"
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 var (

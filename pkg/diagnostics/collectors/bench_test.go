@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/pkg/diagnostics/bundle"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
-	"nodemend.dev/nodemend/pkg/diagnostics/diagtest"
 )
 
 // logFiles are the host logs a big node carries.

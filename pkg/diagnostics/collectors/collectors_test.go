@@ -14,11 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/pkg/diagnostics/bundle"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
-	"nodemend.dev/nodemend/pkg/diagnostics/diagtest"
 )
 
 func env(h *diagtest.Host) *collectors.Env {

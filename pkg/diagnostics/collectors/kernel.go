@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/source/kmsg"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
+	"nodemend.dev/nodemend/pkg/source/kmsg"
 )
 
 const catKernel = "kernel"

@@ -3,7 +3,7 @@ package kernel
 import (
 	"testing"
 
-	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 )
 
 // BenchmarkScanProcesses measures the zombie check's gatherer on a node with

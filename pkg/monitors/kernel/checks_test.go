@@ -10,9 +10,9 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"nodemend.dev/nodemend/internal/hostroot"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // fixedTimex is a TimexReader returning a fixture.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Kernel NTP constants.

@@ -1,8 +1,8 @@
 package kernel
 
 import (
-	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/internal/monitortest"
-	"nodemend.dev/nodemend/pkg/agent/logline"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // BenchmarkCheckRound is the CPU of one round of every networking check on

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // cniSpec is how the monitor recognizes one CNI and its agent. A CNI is

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 const resolvConfPath = "etc/resolv.conf"

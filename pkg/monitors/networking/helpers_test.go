@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/internal/monitortest"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 
-// The shared helpers live in internal/monitortest; these names keep the
+// The shared helpers live in internal/testsupport/monitortest; these names keep the
 // tests short.
 var (
 	testEnv  = monitortest.Env

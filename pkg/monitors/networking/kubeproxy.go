@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // proxyProbe is what one kube-proxy health probe saw.

@@ -16,9 +16,9 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"nodemend.dev/nodemend/internal/hostroot"
-	"nodemend.dev/nodemend/internal/monitortest"
-	"nodemend.dev/nodemend/internal/netnstest"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/internal/testsupport/netnstest"
 )
 
 // kubeProxy is a fake kube-proxy health server: /livez and /healthz answer

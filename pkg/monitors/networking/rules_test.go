@@ -5,11 +5,11 @@ import (
 	"slices"
 	"testing"
 
-	"nodemend.dev/nodemend/internal/monitortest"
-	"nodemend.dev/nodemend/internal/netnstest"
-	"nodemend.dev/nodemend/pkg/agent/logline"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/internal/testsupport/netnstest"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 

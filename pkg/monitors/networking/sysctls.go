@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Host paths of the sysctl check. /proc/sys/net is per network namespace:

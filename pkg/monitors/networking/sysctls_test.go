@@ -6,7 +6,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/health"
 )
 

@@ -3,8 +3,8 @@ package nvidia
 import (
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 

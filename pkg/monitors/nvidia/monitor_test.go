@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/internal/hostroot"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
-	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvidiafake"
 )
 
 func check(t *testing.T, m *nvidia.Monitor, name string) []monitor.Finding {

@@ -3,8 +3,8 @@ package nvidia
 import (
 	"fmt"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 

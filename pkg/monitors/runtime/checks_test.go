@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 var t0 = time.Date(2026, 6, 12, 8, 0, 0, 0, time.UTC)

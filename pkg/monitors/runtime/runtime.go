@@ -29,8 +29,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Name is the registry name of the monitor.

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // BenchmarkCheckRound is one round of every storage check on this machine:

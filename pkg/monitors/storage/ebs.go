@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/bounded"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // The EBS NVMe statistics log page. Source: Amazon EBS User Guide, "Amazon

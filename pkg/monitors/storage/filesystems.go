@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/bounded"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // mountinfoPath is PID 1's mount table: the host's, whatever mount

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/bounded"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // probeFile is the one file the probe writes, in the agent's own

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/bounded"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 const psiIOPath = "proc/pressure/io"

@@ -7,11 +7,11 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"nodemend.dev/nodemend/internal/hostroot"
-	"nodemend.dev/nodemend/internal/monitortest"
-	"nodemend.dev/nodemend/pkg/agent/logline"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/bounded"
-	"nodemend.dev/nodemend/pkg/agent/monitor"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Name is the registry monitor name.

@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
 	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	nodebackend "nodemend.dev/nodemend/pkg/repair/backend/node"
-	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
 )
 
 var k8s client.Client
@@ -25,12 +25,12 @@ var k8s client.Client
 // The backends run against a real API server with the Karpenter and Cluster
 // API CRDs installed from the engines' own module zips.
 func TestMain(m *testing.M) {
-	env, err := fixture.Start()
+	env, err := repairtest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	k8s, err = client.New(env.Config, client.Options{Scheme: fixture.Scheme()})
+	k8s, err = client.New(env.Config, client.Options{Scheme: repairtest.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -47,15 +47,15 @@ func TestChoose(t *testing.T) {
 	nc.SetName("nc")
 	tests := []struct {
 		name     string
-		opts     []fixture.NodeOpt
+		opts     []repairtest.NodeOpt
 		override string
 		want     string
 	}{
 		{"plain", nil, "", backend.Node},
-		{"karpenter owner", []fixture.NodeOpt{fixture.InNodePool("np", nc)}, "", backend.Karpenter},
-		{"karpenter label only", []fixture.NodeOpt{fixture.Labels("karpenter.sh/nodepool", "np")}, "", backend.Karpenter},
-		{"cluster api", []fixture.NodeOpt{fixture.OfMachine("ns", "m", "ms")}, "", backend.ClusterAPI},
-		{"override", []fixture.NodeOpt{fixture.OfMachine("ns", "m", "ms")}, backend.Node, backend.Node},
+		{"karpenter owner", []repairtest.NodeOpt{repairtest.InNodePool("np", nc)}, "", backend.Karpenter},
+		{"karpenter label only", []repairtest.NodeOpt{repairtest.Labels("karpenter.sh/nodepool", "np")}, "", backend.Karpenter},
+		{"cluster api", []repairtest.NodeOpt{repairtest.OfMachine("ns", "m", "ms")}, "", backend.ClusterAPI},
+		{"override", []repairtest.NodeOpt{repairtest.OfMachine("ns", "m", "ms")}, backend.Node, backend.Node},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,17 +71,17 @@ func TestChoose(t *testing.T) {
 }
 
 func TestKarpenterResolvesTheOwningNodeClaim(t *testing.T) {
-	if _, err := fixture.NodePool(ctx, k8s, "kp"); err != nil {
+	if _, err := repairtest.NodePool(ctx, k8s, "kp"); err != nil {
 		t.Fatal(err)
 	}
-	mine, err := fixture.NodeClaim(ctx, k8s, "kp-mine", "kp", false)
+	mine, err := repairtest.NodeClaim(ctx, k8s, "kp-mine", "kp", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixture.NodeClaim(ctx, k8s, "kp-other", "kp", false); err != nil {
+	if _, err := repairtest.NodeClaim(ctx, k8s, "kp-other", "kp", false); err != nil {
 		t.Fatal(err)
 	}
-	n, err := fixture.Node(ctx, k8s, "karp-1", time.Now(), fixture.InNodePool("kp", mine))
+	n, err := repairtest.Node(ctx, k8s, "karp-1", time.Now(), repairtest.InNodePool("kp", mine))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestKarpenterResolvesTheOwningNodeClaim(t *testing.T) {
 }
 
 func TestKarpenterFindsAnUnregisteredNodesClaimByStatus(t *testing.T) {
-	nc, err := fixture.NodeClaim(ctx, k8s, "kp-unreg", "kp", false)
+	nc, err := repairtest.NodeClaim(ctx, k8s, "kp-unreg", "kp", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,17 +122,17 @@ func TestKarpenterFindsAnUnregisteredNodesClaimByStatus(t *testing.T) {
 }
 
 func TestClusterAPIResolvesTheNodesMachine(t *testing.T) {
-	if err := fixture.Namespace(ctx, k8s, "capi"); err != nil {
+	if err := repairtest.Namespace(ctx, k8s, "capi"); err != nil {
 		t.Fatal(err)
 	}
-	mine, err := fixture.Machine(ctx, k8s, "capi", "m-mine", "ms-1", "md")
+	mine, err := repairtest.Machine(ctx, k8s, "capi", "m-mine", "ms-1", "md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixture.Machine(ctx, k8s, "capi", "m-other", "ms-1", "md"); err != nil {
+	if _, err := repairtest.Machine(ctx, k8s, "capi", "m-other", "ms-1", "md"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := fixture.Node(ctx, k8s, "capi-1", time.Now(), fixture.OfMachine("capi", "m-mine", "ms-1"))
+	n, err := repairtest.Node(ctx, k8s, "capi-1", time.Now(), repairtest.OfMachine("capi", "m-mine", "ms-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestClusterAPIResolvesTheNodesMachine(t *testing.T) {
 }
 
 func TestNodeBackendDeletesTheNode(t *testing.T) {
-	n, err := fixture.Node(ctx, k8s, "plain-1", time.Now())
+	n, err := repairtest.Node(ctx, k8s, "plain-1", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestNodeBackendDeletesTheNode(t *testing.T) {
 // DeleteOnce deletes at most once: not an object being finalized, not an
 // object recreated under the same name.
 func TestDeleteOnce(t *testing.T) {
-	nc, err := fixture.NodeClaim(ctx, k8s, "fin", "kp", true)
+	nc, err := repairtest.NodeClaim(ctx, k8s, "fin", "kp", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestDeleteOnce(t *testing.T) {
 		t.Fatalf("after finalizer = %s, %v", out, err)
 	}
 	// Someone creates a new NodeClaim with the same name: not ours.
-	again, err := fixture.NodeClaim(ctx, k8s, "fin", "kp", false)
+	again, err := repairtest.NodeClaim(ctx, k8s, "fin", "kp", false)
 	if err != nil {
 		t.Fatal(err)
 	}

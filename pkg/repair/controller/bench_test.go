@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
@@ -63,14 +63,14 @@ func BenchmarkFleetRepair(b *testing.B) {
 func fleetRepair(b *testing.B) {
 	ctx := context.Background()
 	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(ctx, k8s, ns); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("creating %d nodes", benchNodes)
 	created := time.Now()
 	parallel(b, benchNodes, func(i int) error {
-		_, err := fixture.Node(ctx, k8s, benchNode(i), time.Now(),
-			fixture.Labels(benchPoolLabel, fmt.Sprintf("p%d", i%benchPools), pool.ZoneLabel, fmt.Sprintf("z%d", (i/benchPools)%benchZones)))
+		_, err := repairtest.Node(ctx, k8s, benchNode(i), time.Now(),
+			repairtest.Labels(benchPoolLabel, fmt.Sprintf("p%d", i%benchPools), pool.ZoneLabel, fmt.Sprintf("z%d", (i/benchPools)%benchZones)))
 		return err
 	})
 	sick := make([]int, 0, benchUnhealthy)
@@ -80,7 +80,7 @@ func fleetRepair(b *testing.B) {
 		}
 	}
 	parallel(b, len(sick), func(j int) error {
-		_, err := fixture.Pod(ctx, k8s, ns, "web-"+benchNode(sick[j]), benchNode(sick[j]), fixture.OwnedBy("apps/v1", "ReplicaSet", "web"))
+		_, err := repairtest.Pod(ctx, k8s, ns, "web-"+benchNode(sick[j]), benchNode(sick[j]), repairtest.OwnedBy("apps/v1", "ReplicaSet", "web"))
 		return err
 	})
 	b.Logf("created %d nodes and %d pods in %s", benchNodes, len(sick), time.Since(created).Round(time.Second))
@@ -130,7 +130,7 @@ func fleetRepair(b *testing.B) {
 	parallel(b, len(sick), func(j int) error {
 		name := benchNode(sick[j])
 		ltt := expiry[name].Add(-30 * time.Minute)
-		return fixture.SetCondition(ctx, k8s, name, fixture.Condition(corev1.NodeReady, corev1.ConditionUnknown, "NodeStatusUnknown", ltt))
+		return repairtest.SetCondition(ctx, k8s, name, repairtest.Condition(corev1.NodeReady, corev1.ConditionUnknown, "NodeStatusUnknown", ltt))
 	})
 	b.Logf("faults written in %s", time.Since(faultsAt).Round(time.Millisecond))
 

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
 )
 
 // Crash safety. Two replicas run with leader election, as in production.
@@ -44,22 +44,22 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	h := newHarness(t, func(o *controller.Options) { o.MaxConcurrentReconciles = 1 })
 	ctx := h.ctx
 	ns := "crash"
-	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
 
 	// Three groups of five nodes (Karpenter, Cluster API, plain), one
 	// unhealthy node in each: 1 of 5 is within the gate.
-	must[*unstructured.Unstructured](t)(fixture.NodePool(ctx, k8s, "cnp"))
-	must[*unstructured.Unstructured](t)(fixture.MachineDeployment(ctx, k8s, ns, "cmd"))
+	must[*unstructured.Unstructured](t)(repairtest.NodePool(ctx, k8s, "cnp"))
+	must[*unstructured.Unstructured](t)(repairtest.MachineDeployment(ctx, k8s, ns, "cmd"))
 	var all []string
 	for i := range 5 {
 		k := fmt.Sprintf("ck-%d", i)
-		nc := must[*unstructured.Unstructured](t)(fixture.NodeClaim(ctx, k8s, k, "cnp", true))
-		h.node(k, fixture.InNodePool("cnp", nc))
+		nc := must[*unstructured.Unstructured](t)(repairtest.NodeClaim(ctx, k8s, k, "cnp", true))
+		h.node(k, repairtest.InNodePool("cnp", nc))
 		c := fmt.Sprintf("cc-%d", i)
-		must[*unstructured.Unstructured](t)(fixture.Machine(ctx, k8s, ns, c, "cmd-x", "cmd"))
-		h.node(c, fixture.OfMachine(ns, c, "cmd-x"))
+		must[*unstructured.Unstructured](t)(repairtest.Machine(ctx, k8s, ns, c, "cmd-x", "cmd"))
+		h.node(c, repairtest.OfMachine(ns, c, "cmd-x"))
 		p := fmt.Sprintf("cp-%d", i)
 		h.node(p)
 		all = append(all, k, c, p)
@@ -72,14 +72,14 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	// Pods everywhere; on the sick nodes, one that a PDB protects (evicted
 	// only after a few passes) and two free ones.
 	for _, n := range all {
-		must[*corev1.Pod](t)(fixture.Pod(ctx, k8s, ns, n+"-web", n, fixture.OwnedBy("apps/v1", "ReplicaSet", "web")))
+		must[*corev1.Pod](t)(repairtest.Pod(ctx, k8s, ns, n+"-web", n, repairtest.OwnedBy("apps/v1", "ReplicaSet", "web")))
 	}
 	for n := range sick {
-		must[*corev1.Pod](t)(fixture.Pod(ctx, k8s, ns, n+"-api", n, fixture.OwnedBy("apps/v1", "ReplicaSet", "api")))
-		must[*corev1.Pod](t)(fixture.Pod(ctx, k8s, ns, n+"-db", n, fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db-"+n)))
+		must[*corev1.Pod](t)(repairtest.Pod(ctx, k8s, ns, n+"-api", n, repairtest.OwnedBy("apps/v1", "ReplicaSet", "api")))
+		must[*corev1.Pod](t)(repairtest.Pod(ctx, k8s, ns, n+"-db", n, repairtest.OwnedBy("apps/v1", "ReplicaSet", "db"), repairtest.PodLabels("app", "db-"+n)))
 		// The budget opens a little later (on the fake clock's schedule
 		// below), so that the drain takes several passes.
-		must[*policyv1PDB](t)(fixture.PDB(ctx, k8s, ns, "db-"+n, "db-"+n, 1, 0))
+		must[*policyv1PDB](t)(repairtest.PDB(ctx, k8s, ns, "db-"+n, "db-"+n, 1, 0))
 	}
 
 	// Faults that expire 20 seconds (fake) after the start.
@@ -150,7 +150,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 		if !opened && h.clock.Since(h.t0) >= 2*time.Minute {
 			for n := range sick {
 				pdb := &policyv1PDB{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-" + n}}
-				if err := fixture.SetPDBStatus(ctx, k8s, pdb, 1, 1); err != nil {
+				if err := repairtest.SetPDBStatus(ctx, k8s, pdb, 1, 1); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -7,20 +7,20 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // karpenterPool creates a NodePool and n nodes in it, each with its NodeClaim.
-func (h *harness) karpenterPool(np string, n int, opts ...fixture.NodeOpt) []string {
+func (h *harness) karpenterPool(np string, n int, opts ...repairtest.NodeOpt) []string {
 	h.t.Helper()
-	must[*unstructured.Unstructured](h.t)(fixture.NodePool(h.ctx, k8s, np))
+	must[*unstructured.Unstructured](h.t)(repairtest.NodePool(h.ctx, k8s, np))
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", np, i)
-		nc := must[*unstructured.Unstructured](h.t)(fixture.NodeClaim(h.ctx, k8s, name, np, false))
-		h.node(name, append([]fixture.NodeOpt{fixture.InNodePool(np, nc)}, opts...)...)
+		nc := must[*unstructured.Unstructured](h.t)(repairtest.NodeClaim(h.ctx, k8s, name, np, false))
+		h.node(name, append([]repairtest.NodeOpt{repairtest.InNodePool(np, nc)}, opts...)...)
 		names = append(names, name)
 	}
 	return names
@@ -116,14 +116,14 @@ func TestPoolVersusClusterGrouping(t *testing.T) {
 func TestClusterAPIGroupsByMachineDeployment(t *testing.T) {
 	h := start(t)
 	ns := "capi-gate"
-	if err := fixture.Namespace(h.ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(h.ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
-	must[*unstructured.Unstructured](t)(fixture.MachineDeployment(h.ctx, k8s, ns, "workers"))
+	must[*unstructured.Unstructured](t)(repairtest.MachineDeployment(h.ctx, k8s, ns, "workers"))
 	for i, ms := range []string{"workers-a", "workers-a", "workers-a", "workers-b", "workers-b"} {
 		name := fmt.Sprintf("capi-%d", i)
-		must[*unstructured.Unstructured](t)(fixture.Machine(h.ctx, k8s, ns, name, ms, "workers"))
-		h.node(name, fixture.OfMachine(ns, name, ms))
+		must[*unstructured.Unstructured](t)(repairtest.Machine(h.ctx, k8s, ns, name, ms, "workers"))
+		h.node(name, repairtest.OfMachine(ns, name, ms))
 	}
 	h.advanceTo(h.expire("capi-0", "capi-3"))
 	h.waitEvent("capi-0", "NodeRepairBlocked", "pool MachineDeployment/capi-gate/workers: 2 of 5")
@@ -135,8 +135,8 @@ func TestClusterAPIGroupsByMachineDeployment(t *testing.T) {
 func TestConfiguredPoolLabel(t *testing.T) {
 	h := start(t, func(o *controller.Options) { o.PoolLabel = "example.com/rack" })
 	for i := range 4 {
-		h.node(fmt.Sprintf("rack-a-%d", i), fixture.Labels("example.com/rack", "a"))
-		h.node(fmt.Sprintf("rack-b-%d", i), fixture.Labels("example.com/rack", "b"))
+		h.node(fmt.Sprintf("rack-a-%d", i), repairtest.Labels("example.com/rack", "a"))
+		h.node(fmt.Sprintf("rack-b-%d", i), repairtest.Labels("example.com/rack", "b"))
 	}
 	// Rack a: 1 of 4, allowed. Rack b: 2 of 4, blocked. (One cluster group
 	// of 8 would allow 2 of 8... and block nothing; per rack it does.)
@@ -154,15 +154,15 @@ func TestZoneGate(t *testing.T) {
 	h := start(t)
 	for p := range 5 {
 		np := fmt.Sprintf("zp%d", p)
-		must[*unstructured.Unstructured](t)(fixture.NodePool(h.ctx, k8s, np))
+		must[*unstructured.Unstructured](t)(repairtest.NodePool(h.ctx, k8s, np))
 		for i := range 4 {
 			zone := "zone-b"
 			if i == 0 {
 				zone = "zone-a"
 			}
 			name := fmt.Sprintf("%s-%d", np, i)
-			nc := must[*unstructured.Unstructured](t)(fixture.NodeClaim(h.ctx, k8s, name, np, false))
-			h.node(name, fixture.InNodePool(np, nc), fixture.Zone(zone))
+			nc := must[*unstructured.Unstructured](t)(repairtest.NodeClaim(h.ctx, k8s, name, np, false))
+			h.node(name, repairtest.InNodePool(np, nc), repairtest.Zone(zone))
 		}
 	}
 	h.advanceTo(h.expire("zp0-0", "zp1-0"))
@@ -196,20 +196,20 @@ func TestPause(t *testing.T) {
 func TestPauseHaltsARepairInProgress(t *testing.T) {
 	h := start(t)
 	ns := "pause-drain"
-	if err := fixture.Namespace(h.ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(h.ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
 		h.node(fmt.Sprintf("pd-%d", i))
 	}
-	must[*corev1Pod](t)(fixture.Pod(h.ctx, k8s, ns, "guarded", "pd-0", fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db")))
-	pdb := must[*policyv1PDB](t)(fixture.PDB(h.ctx, k8s, ns, "db", "db", 1, 0))
+	must[*corev1Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "guarded", "pd-0", repairtest.OwnedBy("apps/v1", "ReplicaSet", "db"), repairtest.PodLabels("app", "db")))
+	pdb := must[*policyv1PDB](t)(repairtest.PDB(h.ctx, k8s, ns, "db", "db", 1, 0))
 	h.advanceTo(h.expire("pd-0"))
 	h.eventually("draining", func() bool { return h.phase("pd-0") == string(workflow.PhaseDraining) })
 	h.pause("maintenance window")
 	h.waitEvent("pd-0", "NodeRepairBlocked", "halted")
 	// The PDB now allows it, but the repair is paused.
-	if err := fixture.SetPDBStatus(h.ctx, k8s, pdb, 1, 1); err != nil {
+	if err := repairtest.SetPDBStatus(h.ctx, k8s, pdb, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	h.advance(time.Minute)

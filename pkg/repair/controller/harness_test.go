@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -39,13 +39,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := fixture.Start()
+	env, err := repairtest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	restCfg, clientset = env.Config, env.Client
-	k8s, err = client.New(env.Config, client.Options{Scheme: fixture.Scheme()})
+	k8s, err = client.New(env.Config, client.Options{Scheme: repairtest.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -86,7 +86,7 @@ func newHarness(t *testing.T, mutate ...func(*controller.Options)) *harness {
 	nsSeq++
 	t0 := time.Now().UTC().Truncate(time.Second)
 	h := &harness{t: t, ctx: context.Background(), clock: clocktesting.NewFakeClock(t0), t0: t0, ns: fmt.Sprintf("nodemend-%d", nsSeq), stop: func() {}}
-	if err := fixture.Namespace(h.ctx, k8s, h.ns); err != nil {
+	if err := repairtest.Namespace(h.ctx, k8s, h.ns); err != nil {
 		t.Fatal(err)
 	}
 	h.opts = controller.Options{
@@ -174,9 +174,9 @@ func (h *harness) cleanup() {
 }
 
 // node creates a healthy node.
-func (h *harness) node(name string, opts ...fixture.NodeOpt) {
+func (h *harness) node(name string, opts ...repairtest.NodeOpt) {
 	h.t.Helper()
-	if _, err := fixture.Node(h.ctx, k8s, name, h.clock.Now(), opts...); err != nil {
+	if _, err := repairtest.Node(h.ctx, k8s, name, h.clock.Now(), opts...); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -185,7 +185,7 @@ func (h *harness) node(name string, opts ...fixture.NodeOpt) {
 // LastTransitionTime.
 func (h *harness) fault(name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, reason string, ltt time.Time) {
 	h.t.Helper()
-	if err := fixture.SetCondition(h.ctx, k8s, name, fixture.Condition(typ, status, reason, ltt)); err != nil {
+	if err := repairtest.SetCondition(h.ctx, k8s, name, repairtest.Condition(typ, status, reason, ltt)); err != nil {
 		h.t.Fatal(err)
 	}
 }

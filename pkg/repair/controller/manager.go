@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"nodemend.dev/nodemend/pkg/repair/internal/scheme"
+	"nodemend.dev/nodemend/internal/scheme"
 )
 
 // ManagerOptions configure the controller-runtime manager that runs the

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
+	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -23,21 +23,21 @@ import (
 func TestDrainPDBBlocksUntilTheDeadlineThenForces(t *testing.T) {
 	h := start(t)
 	ns := "drain"
-	if err := fixture.Namespace(h.ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(h.ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
 		h.node(fmt.Sprintf("dr-%d", i))
 	}
-	must[*corev1.Pod](t)(fixture.Pod(h.ctx, k8s, ns, "guarded", "dr-0", fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db")))
-	must[*corev1.Pod](t)(fixture.Pod(h.ctx, k8s, ns, "web", "dr-0", fixture.OwnedBy("apps/v1", "ReplicaSet", "web")))
-	must[*corev1.Pod](t)(fixture.Pod(h.ctx, k8s, ns, "static", "dr-0", fixture.Mirror()))
-	if _, err := fixture.DaemonSet(h.ctx, k8s, ns, "agent"); err != nil {
+	must[*corev1.Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "guarded", "dr-0", repairtest.OwnedBy("apps/v1", "ReplicaSet", "db"), repairtest.PodLabels("app", "db")))
+	must[*corev1.Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "web", "dr-0", repairtest.OwnedBy("apps/v1", "ReplicaSet", "web")))
+	must[*corev1.Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "static", "dr-0", repairtest.Mirror()))
+	if _, err := repairtest.DaemonSet(h.ctx, k8s, ns, "agent"); err != nil {
 		t.Fatal(err)
 	}
-	must[*corev1.Pod](t)(fixture.Pod(h.ctx, k8s, ns, "agent-dr-0", "dr-0", fixture.OwnedBy("apps/v1", "DaemonSet", "agent")))
-	must[*corev1.Pod](t)(fixture.Pod(h.ctx, k8s, ns, "other-node", "dr-1", fixture.OwnedBy("apps/v1", "ReplicaSet", "web")))
-	must[*policyv1PDB](t)(fixture.PDB(h.ctx, k8s, ns, "db", "db", 1, 0))
+	must[*corev1.Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "agent-dr-0", "dr-0", repairtest.OwnedBy("apps/v1", "DaemonSet", "agent")))
+	must[*corev1.Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "other-node", "dr-1", repairtest.OwnedBy("apps/v1", "ReplicaSet", "web")))
+	must[*policyv1PDB](t)(repairtest.PDB(h.ctx, k8s, ns, "db", "db", 1, 0))
 
 	started := h.expire("dr-0")
 	h.advanceTo(started)
@@ -73,13 +73,13 @@ func TestDrainPDBBlocksUntilTheDeadlineThenForces(t *testing.T) {
 func TestDrainDoesNotWaitForADeadKubelet(t *testing.T) {
 	h := start(t)
 	ns := "deadkubelet"
-	if err := fixture.Namespace(h.ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(h.ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
 		h.node(fmt.Sprintf("dk-%d", i))
 	}
-	must[*corev1.Pod](t)(fixture.Pod(h.ctx, k8s, ns, "web", "dk-0", fixture.OwnedBy("apps/v1", "ReplicaSet", "web")))
+	must[*corev1.Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "web", "dk-0", repairtest.OwnedBy("apps/v1", "ReplicaSet", "web")))
 	h.fault("dk-0", "Ready", "Unknown", "NodeStatusUnknown", h.t0)
 	h.waitRecorded("dk-0")
 	h.advanceTo(h.t0.Add(30 * time.Minute))
@@ -93,11 +93,11 @@ func TestDrainDoesNotWaitForADeadKubelet(t *testing.T) {
 // is done when Karpenter (here: the test) removes the node.
 func TestKarpenterBackendDeletesTheNodeClaim(t *testing.T) {
 	h := start(t)
-	must[*unstructured.Unstructured](t)(fixture.NodePool(h.ctx, k8s, "kb"))
+	must[*unstructured.Unstructured](t)(repairtest.NodePool(h.ctx, k8s, "kb"))
 	for i := range 5 {
 		name := fmt.Sprintf("kb-%d", i)
-		nc := must[*unstructured.Unstructured](t)(fixture.NodeClaim(h.ctx, k8s, name, "kb", true))
-		h.node(name, fixture.InNodePool("kb", nc))
+		nc := must[*unstructured.Unstructured](t)(repairtest.NodeClaim(h.ctx, k8s, name, "kb", true))
+		h.node(name, repairtest.InNodePool("kb", nc))
 	}
 	h.advanceTo(h.expire("kb-2"))
 	h.eventually("NodeClaim kb-2 deleting", func() bool { return !h.exists("karpenter.sh/v1", "NodeClaim", "", "kb-2") })
@@ -124,14 +124,14 @@ func TestKarpenterBackendDeletesTheNodeClaim(t *testing.T) {
 func TestClusterAPIBackendDeletesTheMachine(t *testing.T) {
 	h := start(t)
 	ns := "capi-backend"
-	if err := fixture.Namespace(h.ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(h.ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
-	must[*unstructured.Unstructured](t)(fixture.MachineDeployment(h.ctx, k8s, ns, "md"))
+	must[*unstructured.Unstructured](t)(repairtest.MachineDeployment(h.ctx, k8s, ns, "md"))
 	for i := range 5 {
 		name := fmt.Sprintf("cb-%d", i)
-		must[*unstructured.Unstructured](t)(fixture.Machine(h.ctx, k8s, ns, name, "md-x", "md"))
-		h.node(name, fixture.OfMachine(ns, name, "md-x"))
+		must[*unstructured.Unstructured](t)(repairtest.Machine(h.ctx, k8s, ns, name, "md-x", "md"))
+		h.node(name, repairtest.OfMachine(ns, name, "md-x"))
 	}
 	h.advanceTo(h.expire("cb-4"))
 	h.eventually("Machine cb-4 deleted", func() bool { return !h.exists("cluster.x-k8s.io/v1beta2", "Machine", ns, "cb-4") })
@@ -197,8 +197,8 @@ func TestPolicyOverrides(t *testing.T) {
 		Action:       v1alpha1.ActionNone,
 	})
 	for i := range 2 {
-		h.node(fmt.Sprintf("pg-%d", i), fixture.Labels("example.com/pool", "gpu"))
-		h.node(fmt.Sprintf("pdb-%d", i), fixture.Labels("example.com/pool", "db"))
+		h.node(fmt.Sprintf("pg-%d", i), repairtest.Labels("example.com/pool", "gpu"))
+		h.node(fmt.Sprintf("pdb-%d", i), repairtest.Labels("example.com/pool", "db"))
 	}
 	for i := range 6 {
 		h.node(fmt.Sprintf("po-%d", i))
@@ -227,7 +227,7 @@ func TestPolicyOverrides(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	h := start(t)
 	for i := range 5 {
-		h.node(fmt.Sprintf("met-%d", i), fixture.Labels("karpenter.sh/nodepool", "m"))
+		h.node(fmt.Sprintf("met-%d", i), repairtest.Labels("karpenter.sh/nodepool", "m"))
 	}
 	h.fault("met-1", "StorageReady", "False", "DiskReadOnly", h.t0)
 	h.waitRecorded("met-1")

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 // TestGeneratedAPIFilesAreFresh fails when deploy/crds or the deepcopy code

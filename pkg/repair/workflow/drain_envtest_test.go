@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/internal/testenv"
-	"nodemend.dev/nodemend/pkg/repair/internal/fixture"
+	"nodemend.dev/nodemend/internal/testsupport/repairtest"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 var (
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) error {
 		clientset = env.Client
 		var err error
-		k8s, err = client.New(env.Config, client.Options{Scheme: fixture.Scheme()})
+		k8s, err = client.New(env.Config, client.Options{Scheme: repairtest.Scheme()})
 		return err
 	})
 }
@@ -35,13 +35,13 @@ func TestMain(m *testing.M) {
 func TestDrainHonoursPDBsUntilTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	ns := "drain-pdb"
-	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixture.Node(ctx, k8s, "drain-1", time.Now()); err != nil {
+	if _, err := repairtest.Node(ctx, k8s, "drain-1", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixture.DaemonSet(ctx, k8s, ns, "agent"); err != nil {
+	if _, err := repairtest.DaemonSet(ctx, k8s, ns, "agent"); err != nil {
 		t.Fatal(err)
 	}
 	must := func(_ *corev1.Pod, err error) {
@@ -50,13 +50,13 @@ func TestDrainHonoursPDBsUntilTheDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(fixture.Pod(ctx, k8s, ns, "guarded", "drain-1", fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db")))
-	must(fixture.Pod(ctx, k8s, ns, "free", "drain-1", fixture.OwnedBy("apps/v1", "ReplicaSet", "web")))
-	must(fixture.Pod(ctx, k8s, ns, "bare", "drain-1"))
-	must(fixture.Pod(ctx, k8s, ns, "agent-x", "drain-1", fixture.OwnedBy("apps/v1", "DaemonSet", "agent")))
-	must(fixture.Pod(ctx, k8s, ns, "static", "drain-1", fixture.Mirror()))
-	must(fixture.Pod(ctx, k8s, ns, "elsewhere", "drain-2"))
-	pdb, err := fixture.PDB(ctx, k8s, ns, "db", "db", 1, 0)
+	must(repairtest.Pod(ctx, k8s, ns, "guarded", "drain-1", repairtest.OwnedBy("apps/v1", "ReplicaSet", "db"), repairtest.PodLabels("app", "db")))
+	must(repairtest.Pod(ctx, k8s, ns, "free", "drain-1", repairtest.OwnedBy("apps/v1", "ReplicaSet", "web")))
+	must(repairtest.Pod(ctx, k8s, ns, "bare", "drain-1"))
+	must(repairtest.Pod(ctx, k8s, ns, "agent-x", "drain-1", repairtest.OwnedBy("apps/v1", "DaemonSet", "agent")))
+	must(repairtest.Pod(ctx, k8s, ns, "static", "drain-1", repairtest.Mirror()))
+	must(repairtest.Pod(ctx, k8s, ns, "elsewhere", "drain-2"))
+	pdb, err := repairtest.PDB(ctx, k8s, ns, "db", "db", 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestDrainHonoursPDBsUntilTheDeadline(t *testing.T) {
 	}
 
 	// The budget allows one disruption: the eviction goes through.
-	if err := fixture.SetPDBStatus(ctx, k8s, pdb, 1, 1); err != nil {
+	if err := repairtest.SetPDBStatus(ctx, k8s, pdb, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	res, err = d.Pass(ctx, "drain-1", v1alpha1.DrainEvict, false, true)
@@ -98,13 +98,13 @@ func TestDrainHonoursPDBsUntilTheDeadline(t *testing.T) {
 func TestDrainDeletesAfterTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	ns := "drain-deadline"
-	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixture.Pod(ctx, k8s, ns, "guarded", "drain-3", fixture.OwnedBy("apps/v1", "ReplicaSet", "db"), fixture.PodLabels("app", "db")); err != nil {
+	if _, err := repairtest.Pod(ctx, k8s, ns, "guarded", "drain-3", repairtest.OwnedBy("apps/v1", "ReplicaSet", "db"), repairtest.PodLabels("app", "db")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixture.PDB(ctx, k8s, ns, "db", "db", 1, 0); err != nil {
+	if _, err := repairtest.PDB(ctx, k8s, ns, "db", "db", 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	d := Drainer{Client: clientset}
@@ -130,10 +130,10 @@ func TestDrainDeletesAfterTheDeadline(t *testing.T) {
 func TestDrainDoneAtOnceWithoutAKubelet(t *testing.T) {
 	ctx := context.Background()
 	ns := "drain-dead"
-	if err := fixture.Namespace(ctx, k8s, ns); err != nil {
+	if err := repairtest.Namespace(ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixture.Pod(ctx, k8s, ns, "web", "drain-4", fixture.OwnedBy("apps/v1", "ReplicaSet", "web")); err != nil {
+	if _, err := repairtest.Pod(ctx, k8s, ns, "web", "drain-4", repairtest.OwnedBy("apps/v1", "ReplicaSet", "web")); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Drainer{Client: clientset}.Pass(ctx, "drain-4", v1alpha1.DrainEvict, false, false)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 const waitFor = 10 * time.Second

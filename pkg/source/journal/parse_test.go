@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 // Fixture entries as journalctl -o json --all prints them (fields trimmed).

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const root = "../../../.."
+const root = "../../.."
 
 // docs/configuration.md is what the config types say now.
 func TestReferenceIsCurrent(t *testing.T) {

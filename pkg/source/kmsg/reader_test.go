@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 const waitFor = 5 * time.Second

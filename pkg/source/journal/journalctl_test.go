@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 const (

@@ -39,8 +39,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"nodemend.dev/nodemend/internal/sim"
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
+	"nodemend.dev/nodemend/sim"
 )
 
 const (

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
-	"nodemend.dev/nodemend/pkg/agent/source/tail"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/source/tail"
 )
 
 // DefaultLookback is how far back records are replayed on start.

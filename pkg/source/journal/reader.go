@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/agent/logline"
-	"nodemend.dev/nodemend/pkg/agent/source/tail"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/source/tail"
 )
 
 // Defaults for Options.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"nodemend.dev/nodemend/internal/fakecri"
-	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/fakecri"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 

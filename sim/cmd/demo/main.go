@@ -1,5 +1,5 @@
 // Command demo is `make demo`: the whole nodemend loop on the local
-// simulation (internal/sim). A Karpenter NodePool of GPU nodes runs a
+// simulation (sim/). A Karpenter NodePool of GPU nodes runs a
 // Deployment with a PodDisruptionBudget; one node's GPU falls off the bus
 // (an NVIDIA XID 79 line in its kernel log); nodemend-agent turns it into
 // AcceleratedHardwareReady=False, nodemend-controller waits out the demo
@@ -24,8 +24,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"nodemend.dev/nodemend/internal/sim"
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
+	"nodemend.dev/nodemend/sim"
 )
 
 const (

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"nodemend.dev/nodemend/internal/netnstest"
+	"nodemend.dev/nodemend/internal/testsupport/netnstest"
 )
 
 // TLSServer is an HTTPS server on a test host of its own (a network
-// namespace joined by a veth pair: internal/netnstest) with a certificate for
+// namespace joined by a veth pair: internal/testsupport/netnstest) with a certificate for
 // that address; Pool trusts it. Loopback will not do: the API server refuses
 // to proxy to loopback node addresses, and NodeDiagnostic admission refuses
 // loopback upload URLs.

@@ -123,7 +123,7 @@ func BuildScript(script string, args ...string) (string, error) {
 // RepoRoot is the root of this repository, found from this source file.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
 // Main is a TestMain body for packages that share one control plane: it
