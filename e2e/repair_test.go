@@ -59,7 +59,7 @@ func TestGPUFaultReplacedThroughKarpenter(t *testing.T) {
 }
 
 // A storm that makes 40% of a pool unhealthy at once: above the 20% gate
-// nodemend repairs nothing in the pool (DESIGN §5) and says so with
+// nodemend repairs nothing in the pool (docs/repair.md, The gates) and says so with
 // NodeRepairBlocked on each node. Once an operator has dealt with one of
 // them, the pool is back within the gate and the other is repaired.
 func TestStormRepairsOnlyWhatTheGateAllows(t *testing.T) {

@@ -290,7 +290,7 @@ func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, 
 	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
 	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels())
 	p.monitors = applicable(ctx, p.candidates)
-	var all []rules.Rule
+	var all []logline.Rule
 	for _, m := range p.monitors {
 		for _, r := range m.Rules() {
 			if _, on := c.Effective(r.Reason); !on {
@@ -317,7 +317,7 @@ func (a *Agent) handleLine(line logline.Line) {
 	if p == nil {
 		return
 	}
-	p.matcher.Match(line, func(m rules.Match) {
+	p.matcher.Match(line, func(m logline.Match) {
 		mon := p.byReason[m.Reason]
 		if mon == nil {
 			return

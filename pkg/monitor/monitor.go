@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/rules"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 // Finding is one detection of a registry reason.
@@ -45,11 +45,11 @@ type Monitor interface {
 	// Name is the registry monitor name, e.g. "kernel".
 	Name() string
 	// Rules are the log rules of the monitor.
-	Rules() []rules.Rule
+	Rules() []logline.Rule
 	// Interpret turns a rule match into findings. Most matches map one to one;
 	// thresholds (restart counters) and rate windows (probe failures) may
 	// return none.
-	Interpret(m rules.Match) []Finding
+	Interpret(m logline.Match) []Finding
 	// Checks are the periodic checks of the monitor.
 	Checks() []Check
 }

@@ -16,7 +16,7 @@ func benchmarkMatch(b *testing.B, lines []logline.Line) {
 		bytes += len(l.Text)
 	}
 	matches := 0
-	count := func(Match) { matches++ }
+	count := func(logline.Match) { matches++ }
 	b.SetBytes(int64(bytes))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -12,7 +12,7 @@ var (
 	hostUnits   = []string{"kubelet.service", "containerd.service", "crio.service", "init.scope", "systemd"}
 )
 
-var benchRules = []Rule{
+var benchRules = []logline.Rule{
 	// Lockups, hangs, kernel bugs.
 	{Reason: "SoftLockup", Sources: kmsgOnly, Contains: []string{"BUG: soft lockup - CPU#"},
 		Pattern: `BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s! \[(?P<comm>.*):(?P<pid>\d+)\]`,

@@ -11,11 +11,11 @@ import (
 // fuzzRules builds up to 8 rules from spec, one per line:
 // "contains|contains...!exclude!exclude...". The first rule gets pattern.
 // Odd rules select journal lines of unit; rule 2 selects kmsg only.
-func fuzzRules(spec, pattern, unit string) []Rule {
-	var rs []Rule
+func fuzzRules(spec, pattern, unit string) []logline.Rule {
+	var rs []logline.Rule
 	for i, l := range strings.SplitN(spec, "\n", 8) {
 		parts := strings.Split(l, "!")
-		r := Rule{Reason: "R" + string(rune('0'+i)), Contains: strings.Split(parts[0], "|"), Exclude: parts[1:]}
+		r := logline.Rule{Reason: "R" + string(rune('0'+i)), Contains: strings.Split(parts[0], "|"), Exclude: parts[1:]}
 		if i == 0 {
 			r.Pattern = pattern
 		}

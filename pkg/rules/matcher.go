@@ -19,7 +19,7 @@ type Matcher struct {
 }
 
 type compiled struct {
-	Rule
+	logline.Rule
 	re *regexp.Regexp
 	// named is whether re has named groups; without, a cheaper MatchString
 	// does.
@@ -32,7 +32,7 @@ type compiled struct {
 
 // Compile validates rules and prepares them for matching. All the problems
 // found are reported, each with the index and reason of its rule.
-func Compile(rs []Rule) (*Matcher, error) {
+func Compile(rs []logline.Rule) (*Matcher, error) {
 	var errs []error
 	m := &Matcher{}
 	for i, r := range rs {
@@ -94,7 +94,7 @@ func Compile(rs []Rule) (*Matcher, error) {
 }
 
 // Match calls fn for every rule that matches line, in rule order.
-func (m *Matcher) Match(line logline.Line, fn func(Match)) {
+func (m *Matcher) Match(line logline.Line, fn func(logline.Match)) {
 	// One bit per rule whose anchor occurs in the line.
 	var small [4]uint64
 	hits := small[:]
@@ -112,11 +112,11 @@ func (m *Matcher) Match(line logline.Line, fn func(Match)) {
 }
 
 // match calls fn if r matches line, given that r's anchor occurs in it.
-func (r *compiled) match(line logline.Line, fn func(Match)) {
+func (r *compiled) match(line logline.Line, fn func(logline.Match)) {
 	if !r.selects(line) || !containsAll(line.Text, r.rest) || containsAny(line.Text, r.Exclude) {
 		return
 	}
-	match := Match{Reason: r.Reason, Line: line}
+	match := logline.Match{Reason: r.Reason, Line: line}
 	switch {
 	case r.re == nil:
 	case !r.named:

@@ -20,7 +20,7 @@ type got struct {
 
 func matchAll(m *Matcher, line logline.Line) []got {
 	var out []got
-	m.Match(line, func(mt Match) {
+	m.Match(line, func(mt logline.Match) {
 		if mt.Line != line {
 			panic(fmt.Sprintf("match carries line %+v, want %+v", mt.Line, line))
 		}
@@ -31,7 +31,7 @@ func matchAll(m *Matcher, line logline.Line) []got {
 
 // reference is the obvious implementation of the rule semantics, without the
 // prefilter automaton: the matcher must agree with it on every line.
-func reference(rs []Rule, line logline.Line) []got {
+func reference(rs []logline.Rule, line logline.Line) []got {
 	var out []got
 	for _, r := range rs {
 		if len(r.Sources) > 0 && !slices.Contains(r.Sources, line.Source) {
@@ -74,22 +74,22 @@ func reference(rs []Rule, line logline.Line) []got {
 func TestCompileRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		rule Rule
+		rule logline.Rule
 		want []string
 	}{
-		{"no reason", Rule{Contains: []string{"x"}}, []string{"rule 0 (): reason is required"}},
-		{"no contains", Rule{Reason: "R"}, []string{"rule 0 (R): at least one non-empty Contains literal is required"}},
-		{"only empty contains", Rule{Reason: "R", Contains: []string{"", ""}}, []string{"at least one non-empty Contains literal"}},
-		{"bad regex", Rule{Reason: "R", Contains: []string{"x"}, Pattern: `x(`}, []string{"rule 0 (R): invalid Pattern: error parsing regexp: missing closing ): `x(`"}},
-		{"unknown source", Rule{Reason: "R", Contains: []string{"x"}, Sources: []logline.Source{"kmesg"}}, []string{`rule 0 (R): unknown source "kmesg"`}},
-		{"message without group", Rule{Reason: "R", Contains: []string{"x"}, Pattern: `(?P<a>x)`, Message: "${a} ${b}"}, []string{"rule 0 (R): Message refers to ${b}, which Pattern does not define"}},
-		{"message without pattern", Rule{Reason: "R", Contains: []string{"x"}, Message: "${a}"}, []string{"Message refers to ${a}"}},
-		{"exclude vetoes contains", Rule{Reason: "R", Contains: []string{"table full"}, Exclude: []string{"full"}}, []string{`Exclude "full" occurs in Contains "table full": the rule can never match`}},
-		{"all at once", Rule{Pattern: `(`, Sources: []logline.Source{"x"}}, []string{"reason is required", "unknown source", "at least one non-empty Contains", "invalid Pattern"}},
+		{"no reason", logline.Rule{Contains: []string{"x"}}, []string{"rule 0 (): reason is required"}},
+		{"no contains", logline.Rule{Reason: "R"}, []string{"rule 0 (R): at least one non-empty Contains literal is required"}},
+		{"only empty contains", logline.Rule{Reason: "R", Contains: []string{"", ""}}, []string{"at least one non-empty Contains literal"}},
+		{"bad regex", logline.Rule{Reason: "R", Contains: []string{"x"}, Pattern: `x(`}, []string{"rule 0 (R): invalid Pattern: error parsing regexp: missing closing ): `x(`"}},
+		{"unknown source", logline.Rule{Reason: "R", Contains: []string{"x"}, Sources: []logline.Source{"kmesg"}}, []string{`rule 0 (R): unknown source "kmesg"`}},
+		{"message without group", logline.Rule{Reason: "R", Contains: []string{"x"}, Pattern: `(?P<a>x)`, Message: "${a} ${b}"}, []string{"rule 0 (R): Message refers to ${b}, which Pattern does not define"}},
+		{"message without pattern", logline.Rule{Reason: "R", Contains: []string{"x"}, Message: "${a}"}, []string{"Message refers to ${a}"}},
+		{"exclude vetoes contains", logline.Rule{Reason: "R", Contains: []string{"table full"}, Exclude: []string{"full"}}, []string{`Exclude "full" occurs in Contains "table full": the rule can never match`}},
+		{"all at once", logline.Rule{Pattern: `(`, Sources: []logline.Source{"x"}}, []string{"reason is required", "unknown source", "at least one non-empty Contains", "invalid Pattern"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ok := Rule{Reason: "OK", Contains: []string{"fine"}}
-			m, err := Compile([]Rule{tc.rule, ok})
+			ok := logline.Rule{Reason: "OK", Contains: []string{"fine"}}
+			m, err := Compile([]logline.Rule{tc.rule, ok})
 			if err == nil {
 				t.Fatalf("Compile accepted %+v", tc.rule)
 			}
@@ -109,7 +109,7 @@ func TestCompileRejects(t *testing.T) {
 }
 
 func TestCompileReportsRuleIndex(t *testing.T) {
-	_, err := Compile([]Rule{
+	_, err := Compile([]logline.Rule{
 		{Reason: "A", Contains: []string{"a"}},
 		{Reason: "B", Contains: []string{"b"}, Pattern: `[`},
 		{Reason: "C"},
@@ -125,85 +125,85 @@ func TestMatch(t *testing.T) {
 	file := func(path, s string) logline.Line { return logline.Line{Source: logline.File, Unit: path, Text: s} }
 	for _, tc := range []struct {
 		name  string
-		rules []Rule
+		rules []logline.Rule
 		line  logline.Line
 		want  []got
 	}{
 		{
 			name:  "literal only, message is the line",
-			rules: []Rule{{Reason: "Full", Contains: []string{"table full"}}},
+			rules: []logline.Rule{{Reason: "Full", Contains: []string{"table full"}}},
 			line:  kmsgL("nf_conntrack: table full, dropping packet"),
 			want:  []got{{Reason: "Full", Message: "nf_conntrack: table full, dropping packet"}},
 		},
 		{
 			name:  "prefilter: a pattern alone does not match",
-			rules: []Rule{{Reason: "R", Contains: []string{"segfault"}, Pattern: `.*`}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"segfault"}, Pattern: `.*`}},
 			line:  kmsgL("general protection fault"),
 		},
 		{
 			name:  "every Contains literal is required",
-			rules: []Rule{{Reason: "R", Contains: []string{"INFO: task ", " blocked for more than "}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"INFO: task ", " blocked for more than "}}},
 			line:  kmsgL("INFO: task java:42 exited"),
 		},
 		{
 			name:  "Contains literals in any order and overlapping",
-			rules: []Rule{{Reason: "R", Contains: []string{"more than", "INFO: task", "task"}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"more than", "INFO: task", "task"}}},
 			line:  kmsgL("INFO: task x:1 blocked for more than 120 seconds."),
 			want:  []got{{Reason: "R", Message: "INFO: task x:1 blocked for more than 120 seconds."}},
 		},
 		{
 			name:  "empty Contains entries are ignored",
-			rules: []Rule{{Reason: "R", Contains: []string{"", "oops", ""}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"", "oops", ""}}},
 			line:  kmsgL("oops"),
 			want:  []got{{Reason: "R", Message: "oops"}},
 		},
 		{
 			name:  "source selected",
-			rules: []Rule{{Reason: "R", Sources: []logline.Source{logline.Kmsg}, Contains: []string{"Killed process"}}},
+			rules: []logline.Rule{{Reason: "R", Sources: []logline.Source{logline.Kmsg}, Contains: []string{"Killed process"}}},
 			line:  jour("kubelet.service", "Killed process 12"),
 		},
 		{
 			name:  "any source when Sources is empty",
-			rules: []Rule{{Reason: "R", Contains: []string{"Killed process"}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"Killed process"}}},
 			line:  file("/var/log/messages", "Killed process 12"),
 			want:  []got{{Reason: "R", Message: "Killed process 12"}},
 		},
 		{
 			name:  "unit selected",
-			rules: []Rule{{Reason: "R", Units: []string{"kubelet.service"}, Contains: []string{"PLEG is not healthy"}}},
+			rules: []logline.Rule{{Reason: "R", Units: []string{"kubelet.service"}, Contains: []string{"PLEG is not healthy"}}},
 			line:  jour("containerd.service", "PLEG is not healthy"),
 		},
 		{
 			name:  "unit matches",
-			rules: []Rule{{Reason: "R", Units: []string{"crio.service", "kubelet.service"}, Contains: []string{"PLEG is not healthy"}}},
+			rules: []logline.Rule{{Reason: "R", Units: []string{"crio.service", "kubelet.service"}, Contains: []string{"PLEG is not healthy"}}},
 			line:  jour("kubelet.service", "PLEG is not healthy"),
 			want:  []got{{Reason: "R", Message: "PLEG is not healthy"}},
 		},
 		{
 			name:  "units ignored for kmsg",
-			rules: []Rule{{Reason: "R", Units: []string{"kubelet.service"}, Contains: []string{"hung"}}},
+			rules: []logline.Rule{{Reason: "R", Units: []string{"kubelet.service"}, Contains: []string{"hung"}}},
 			line:  kmsgL("hung"),
 			want:  []got{{Reason: "R", Message: "hung"}},
 		},
 		{
 			name:  "units apply to file paths",
-			rules: []Rule{{Reason: "R", Units: []string{"/var/log/syslog"}, Contains: []string{"hung"}}},
+			rules: []logline.Rule{{Reason: "R", Units: []string{"/var/log/syslog"}, Contains: []string{"hung"}}},
 			line:  file("/var/log/messages", "hung"),
 		},
 		{
 			name:  "exclude vetoes",
-			rules: []Rule{{Reason: "R", Contains: []string{"fork rejected by pids controller in "}, Exclude: []string{"", "in /kubepods"}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"fork rejected by pids controller in "}, Exclude: []string{"", "in /kubepods"}}},
 			line:  kmsgL("cgroup: fork rejected by pids controller in /kubepods.slice/kubepods-burstable.slice/pod1"),
 		},
 		{
 			name:  "exclude absent",
-			rules: []Rule{{Reason: "R", Contains: []string{"fork rejected by pids controller in "}, Exclude: []string{"", "in /kubepods"}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"fork rejected by pids controller in "}, Exclude: []string{"", "in /kubepods"}}},
 			line:  kmsgL("cgroup: fork rejected by pids controller in /system.slice/containerd.service"),
 			want:  []got{{Reason: "R", Message: "cgroup: fork rejected by pids controller in /system.slice/containerd.service"}},
 		},
 		{
 			name: "named groups and message expansion",
-			rules: []Rule{{Reason: "SoftLockup", Contains: []string{"soft lockup"},
+			rules: []logline.Rule{{Reason: "SoftLockup", Contains: []string{"soft lockup"},
 				Pattern: `CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s! \[(?P<comm>.*):(?P<pid>\d+)\]`,
 				Message: "CPU#${cpu} stuck ${secs}s in ${comm} (${pid}); $cpu ${cpu"}},
 			line: kmsgL("watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [kworker/3:1:123]"),
@@ -212,24 +212,24 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name:  "optional group that did not take part is empty",
-			rules: []Rule{{Reason: "R", Contains: []string{"Failed with result"}, Pattern: `(?:(?P<unit>\S+): )?Failed with result '(?P<result>[^']+)'`, Message: "[${unit}] ${result}"}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"Failed with result"}, Pattern: `(?:(?P<unit>\S+): )?Failed with result '(?P<result>[^']+)'`, Message: "[${unit}] ${result}"}},
 			line:  jour("init.scope", "Failed with result 'timeout'."),
 			want:  []got{{Reason: "R", Message: "[] timeout", Groups: map[string]string{"unit": "", "result": "timeout"}}},
 		},
 		{
 			name:  "unnamed groups give no Groups",
-			rules: []Rule{{Reason: "R", Contains: []string{"Oops"}, Pattern: `^(Internal error: )?Oops: (\d+)`}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"Oops"}, Pattern: `^(Internal error: )?Oops: (\d+)`}},
 			line:  kmsgL("Oops: 0002 [#1] SMP NOPTI"),
 			want:  []got{{Reason: "R", Message: "Oops: 0002 [#1] SMP NOPTI"}},
 		},
 		{
 			name:  "pattern must match after the prefilter",
-			rules: []Rule{{Reason: "R", Contains: []string{"BUG: "}, Pattern: `^BUG: \S`}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"BUG: "}, Pattern: `^BUG: \S`}},
 			line:  kmsgL("watchdog: BUG: soft lockup"),
 		},
 		{
 			name: "several rules match one line, in rule order",
-			rules: []Rule{
+			rules: []logline.Rule{
 				{Reason: "Specific", Contains: []string{"nf_conntrack: table full"}},
 				{Reason: "Other", Contains: []string{"segfault"}},
 				{Reason: "Generic", Contains: []string{"table full"}},
@@ -246,12 +246,12 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name:  "empty line",
-			rules: []Rule{{Reason: "R", Contains: []string{"x"}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"x"}}},
 			line:  kmsgL(""),
 		},
 		{
 			name:  "binary and invalid UTF-8",
-			rules: []Rule{{Reason: "R", Contains: []string{"\xff\x00"}}},
+			rules: []logline.Rule{{Reason: "R", Contains: []string{"\xff\x00"}}},
 			line:  kmsgL("a\xff\x00b"),
 			want:  []got{{Reason: "R", Message: "a\xff\x00b"}},
 		},
@@ -274,18 +274,18 @@ func TestMatch(t *testing.T) {
 
 func TestManyRulesKeepOrder(t *testing.T) {
 	// More rules than the on-stack bitset holds.
-	var rs []Rule
+	var rs []logline.Rule
 	for i := range 300 {
-		rs = append(rs, Rule{Reason: fmt.Sprint("R", i), Contains: []string{fmt.Sprintf("<lit-%03d>", i)}})
+		rs = append(rs, logline.Rule{Reason: fmt.Sprint("R", i), Contains: []string{fmt.Sprintf("<lit-%03d>", i)}})
 	}
-	rs = append(rs, Rule{Reason: "Last", Contains: []string{"lit-"}})
+	rs = append(rs, logline.Rule{Reason: "Last", Contains: []string{"lit-"}})
 	m, err := Compile(rs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	line := logline.Line{Source: logline.Kmsg, Text: "x <lit-299> <lit-007> <lit-064> <lit-063> <lit-256>"}
 	var reasons []string
-	m.Match(line, func(mt Match) { reasons = append(reasons, mt.Reason) })
+	m.Match(line, func(mt logline.Match) { reasons = append(reasons, mt.Reason) })
 	if want := []string{"R7", "R63", "R64", "R256", "R299", "Last"}; !slices.Equal(reasons, want) {
 		t.Errorf("reasons %v, want %v", reasons, want)
 	}
@@ -296,7 +296,7 @@ func TestEmptyRuleSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Match(logline.Line{Text: "anything"}, func(Match) { t.Error("match with no rules") })
+	m.Match(logline.Line{Text: "anything"}, func(logline.Match) { t.Error("match with no rules") })
 }
 
 // TestPrefilterAgainstContains checks the automaton on many small random

@@ -2,36 +2,3 @@
 // a cheap literal prefilter first, a regular expression only on lines that
 // pass it.
 package rules
-
-import "nodemend.dev/nodemend/pkg/logline"
-
-// Rule maps log lines to a reason code.
-type Rule struct {
-	// Reason is the registry reason a match reports.
-	Reason string
-	// Sources restricts the rule to these sources; empty means any.
-	Sources []logline.Source
-	// Units restricts journal/file lines to these units (exact match, e.g.
-	// "kubelet.service"); empty means any. Ignored for kmsg.
-	Units []string
-	// Contains are literals that must all occur in the line. At least one is
-	// required: it is the prefilter that keeps non-matching lines cheap.
-	Contains []string
-	// Pattern is an optional RE2 expression tried after the prefilter. Named
-	// groups are captured for Message and for the monitor.
-	Pattern string
-	// Exclude are literals that veto a match (e.g. a pod's own cgroup path).
-	Exclude []string
-	// Message is the finding message; ${name} expands to the named group. Empty
-	// means the line itself.
-	Message string
-}
-
-// Match is a line that a rule matched.
-type Match struct {
-	Reason  string
-	Message string
-	// Groups holds the named groups of Pattern, nil when it has none.
-	Groups map[string]string
-	Line   logline.Line
-}

@@ -226,7 +226,9 @@ func (f *File) RenderDocs() []byte {
 	b.WriteString("# Reason codes\n\n")
 	b.WriteString("Every reason nodemend reports, by condition. **Fatal** reasons turn the condition `False` ")
 	b.WriteString("(the node becomes repairable); **Warning** and **Info** reasons are Kubernetes Events on the Node and ")
-	b.WriteString("leave the condition `True`. Reason strings are a stable public API: see `pkg/health/reasons.lock`.\n\n")
+	b.WriteString("leave the condition `True`. A fault is Fatal when it persists whatever pods run and does not clear by ")
+	b.WriteString("itself; one that workloads can cause, or that clears by itself, is a Warning. ")
+	b.WriteString("Reason strings are a stable public API: see `pkg/health/reasons.lock`.\n\n")
 	for _, m := range f.Monitors {
 		var rows []Reason
 		for _, r := range f.Reasons {

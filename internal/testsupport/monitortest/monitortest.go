@@ -62,16 +62,16 @@ func Reasons(fs []monitor.Finding) string {
 
 // EveryRuleMatches fails for each rule that matches none of the positive
 // example lines: a rule without a test case is a rule nobody has seen fire.
-func EveryRuleMatches(t *testing.T, rs []rules.Rule, positives []logline.Line) {
+func EveryRuleMatches(t *testing.T, rs []logline.Rule, positives []logline.Line) {
 	t.Helper()
 	for i, r := range rs {
-		mt, err := rules.Compile([]rules.Rule{r})
+		mt, err := rules.Compile([]logline.Rule{r})
 		if err != nil {
 			t.Fatalf("rule %d (%s): %v", i, r.Reason, err)
 		}
 		hit := false
 		for _, l := range positives {
-			mt.Match(l, func(rules.Match) { hit = true })
+			mt.Match(l, func(logline.Match) { hit = true })
 		}
 		if !hit {
 			t.Errorf("rule %d (%s, %q) has no positive test case", i, r.Reason, r.Contains)
@@ -86,7 +86,7 @@ func EveryRuleMatches(t *testing.T, rs []rules.Rule, positives []logline.Line) {
 // every check can run and that the registry knows the monitor.
 func RegistryCoverage(t *testing.T, m interface {
 	monitor.Monitor
-	Rules() []rules.Rule
+	Rules() []logline.Rule
 }, condition health.ConditionType, alsoFromLog ...string) {
 	t.Helper()
 	got := map[string]health.Source{}

@@ -27,7 +27,6 @@ import (
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Name is the registry monitor name.
@@ -182,10 +181,10 @@ func ParseErrCount(data []byte) (RASCount, bool) {
 // "uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!"). dev_*
 // messages carry the "amdgpu 0000:c1:00.0: amdgpu: " prefix, which gives the
 // subject.
-func Rules() []rules.Rule {
+func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
 	const dev = `(?:amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): )?`
-	return []rules.Rule{
+	return []logline.Rule{
 		{Reason: health.ReasonAMDGPUHardwareError, Sources: kmsg, Contains: []string{" uncorrectable hardware errors detected in "},
 			Pattern: dev + `.*?(?P<n>\d+) uncorrectable hardware errors detected in (?P<block>\S+) block`,
 			Message: "${n} uncorrectable hardware errors in the ${block} block"},
@@ -205,10 +204,10 @@ func Rules() []rules.Rule {
 }
 
 // Rules implements monitor.Monitor.
-func (m *Monitor) Rules() []rules.Rule { return Rules() }
+func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
 // Interpret implements monitor.Monitor.
-func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	msg, subject := match.Message, match.Groups["pci"]
 	if subject != "" {
 		msg = "GPU " + subject + ": " + msg

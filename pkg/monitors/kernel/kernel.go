@@ -11,7 +11,6 @@ import (
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Name is the registry monitor name.
@@ -67,11 +66,11 @@ func New(env monitor.Env, opts Options) *Monitor {
 func (m *Monitor) Name() string { return Name }
 
 // Rules implements monitor.Monitor.
-func (m *Monitor) Rules() []rules.Rule { return Rules() }
+func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
 // Interpret implements monitor.Monitor: every kernel rule maps one to one to
 // a finding. Journal matches name their unit in the message.
-func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	msg := match.Message
 	if match.Line.Source != logline.Kmsg && match.Line.Unit != "" {
 		msg = match.Line.Unit + ": " + msg
@@ -87,7 +86,7 @@ func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
 // subject picks what a log finding is about, so that events about different
 // processes, CPUs or cgroups are not merged: the cgroup, else the CPU, else
 // the process name, else the unit.
-func subject(match rules.Match) string {
+func subject(match logline.Match) string {
 	g := match.Groups
 	switch {
 	case g["cgroup"] != "":

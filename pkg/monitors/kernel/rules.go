@@ -3,7 +3,6 @@ package kernel
 import (
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 var (
@@ -27,8 +26,8 @@ var hostDaemonUnits = []string{
 // Rules returns the kernel monitor's log rules. Message formats are those of
 // the kernel source files named in each comment (as of Linux 4.14 through 6.x)
 // and of the Go runtime and glibc for the journal rules.
-func Rules() []rules.Rule {
-	return []rules.Rule{
+func Rules() []logline.Rule {
+	return []logline.Rule{
 		// --- ForkFailedOutOfPIDs (Fatal) -------------------------------------
 		// kernel/cgroup/pids.c pids_event(), printed once per cgroup:
 		//   "cgroup: fork rejected by pids controller in /system.slice/containerd.service"

@@ -288,7 +288,7 @@ func newTestMonitor(t testing.TB) *Monitor {
 
 func interpretAll(m *Monitor, mt *rules.Matcher, line logline.Line) []monitor.Finding {
 	var got []monitor.Finding
-	mt.Match(line, func(match rules.Match) { got = append(got, m.Interpret(match)...) })
+	mt.Match(line, func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 	return got
 }
 

@@ -4,14 +4,13 @@ import (
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Rules returns the networking monitor's log rules. Formats are those of
 // the kernel source files named in each comment (Linux 4.14 through 6.x).
-func Rules() []rules.Rule {
+func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
-	return []rules.Rule{
+	return []logline.Rule{
 		// --- NICTransmitTimeout ----------------------------------------------
 		// net/sched/sch_generic.c dev_watchdog(), up to 6.7 a WARN_ONCE:
 		//   "NETDEV WATCHDOG: eth0 (ena): transmit queue 3 timed out"
@@ -67,11 +66,11 @@ func Rules() []rules.Rule {
 }
 
 // Rules implements monitor.Monitor.
-func (m *Monitor) Rules() []rules.Rule { return Rules() }
+func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
 // Interpret implements monitor.Monitor: each rule maps one to one to a
 // finding about the device it names.
-func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	return []monitor.Finding{{
 		Reason:   match.Reason,
 		Message:  match.Message,

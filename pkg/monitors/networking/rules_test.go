@@ -86,7 +86,7 @@ func TestRules(t *testing.T) {
 	for _, tc := range ruleCases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []monitor.Finding
-			mt.Match(tc.line, func(match rules.Match) { got = append(got, m.Interpret(match)...) })
+			mt.Match(tc.line, func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("line %q\n got %+v\nwant %+v", tc.line.Text, got, tc.want)
 			}

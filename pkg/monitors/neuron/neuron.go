@@ -17,7 +17,6 @@ import (
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Name is the registry monitor name.
@@ -75,10 +74,10 @@ var hwErrors = []struct{ kind, reason, what string }{
 // k8s-neuron-problem-detector-and-recovery-config.yml), also used by the EKS
 // node monitoring agent; the device, when the line names one
 // ("neuron<N>" / "nd<N>"), becomes the subject.
-func Rules() []rules.Rule {
-	var rs []rules.Rule
+func Rules() []logline.Rule {
+	var rs []logline.Rule
 	for _, e := range hwErrors {
-		rs = append(rs, rules.Rule{
+		rs = append(rs, logline.Rule{
 			Reason:   e.reason,
 			Sources:  []logline.Source{logline.Kmsg},
 			Contains: []string{"NEURON_HW_ERR=" + e.kind},
@@ -90,10 +89,10 @@ func Rules() []rules.Rule {
 }
 
 // Rules implements monitor.Monitor.
-func (m *Monitor) Rules() []rules.Rule { return Rules() }
+func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
 // Interpret implements monitor.Monitor.
-func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	msg, subject := match.Message, ""
 	if dev := match.Groups["dev"]; dev != "" {
 		subject = "neuron" + dev

@@ -39,7 +39,7 @@ func TestRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var got []monitor.Finding
-		matcher.Match(logline.Line{Source: logline.Kmsg, Text: tc.line, Time: t0}, func(mt rules.Match) { got = append(got, m.Interpret(mt)...) })
+		matcher.Match(logline.Line{Source: logline.Kmsg, Text: tc.line, Time: t0}, func(mt logline.Match) { got = append(got, m.Interpret(mt)...) })
 		if tc.reason == "" {
 			if got != nil {
 				t.Errorf("%q: want no finding, got %+v", tc.line, got)

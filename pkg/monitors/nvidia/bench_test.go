@@ -25,7 +25,7 @@ func BenchmarkRules(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				matcher.Match(line, func(mt rules.Match) { m.Interpret(mt) })
+				matcher.Match(line, func(mt logline.Match) { m.Interpret(mt) })
 			}
 		})
 	}

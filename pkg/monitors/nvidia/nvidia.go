@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Name is the registry monitor name.
@@ -85,10 +85,10 @@ func New(env monitor.Env, opts Options) *Monitor {
 func (m *Monitor) Name() string { return Name }
 
 // Rules implements monitor.Monitor.
-func (m *Monitor) Rules() []rules.Rule { return Rules() }
+func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
 // Interpret implements monitor.Monitor.
-func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	var out []monitor.Finding
 	for _, f := range interpret(match) {
 		out = append(out, monitor.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: match.Line.Time})

@@ -5,7 +5,6 @@ import (
 
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // xidAnchor is the literal every XID message contains.
@@ -20,11 +19,11 @@ const xidPattern = `NVRM: Xid \((?:PCI:)?[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-f
 // for XIDs the table does not know, the driver's own "fallen off the bus"
 // report, and crashes inside NCCL. Formats follow the NVIDIA XID documentation
 // (docs.nvidia.com/deploy/xid-errors) and the open kernel modules' nvErrorLog.
-func Rules() []rules.Rule {
+func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
-	var rs []rules.Rule
+	var rs []logline.Rule
 	for _, x := range XIDTable() {
-		rs = append(rs, rules.Rule{
+		rs = append(rs, logline.Rule{
 			Reason:   x.Reason,
 			Sources:  kmsg,
 			Contains: []string{xidAnchor, fmt.Sprintf("): %d", x.Code)},
@@ -33,7 +32,7 @@ func Rules() []rules.Rule {
 	}
 	rs = append(rs,
 		// Every XID line; Interpret keeps only the codes absent from the table.
-		rules.Rule{
+		logline.Rule{
 			Reason:   health.ReasonNvidiaXIDWarning,
 			Sources:  kmsg,
 			Contains: []string{xidAnchor},
@@ -42,7 +41,7 @@ func Rules() []rules.Rule {
 		// The driver's own report, printed with (and on some paths without)
 		// XID 79:
 		//   "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."
-		rules.Rule{
+		logline.Rule{
 			Reason:   health.ReasonNvidiaXID79Error,
 			Sources:  kmsg,
 			Contains: []string{"NVRM: GPU ", ": GPU has fallen off the bus"},
@@ -50,7 +49,7 @@ func Rules() []rules.Rule {
 		},
 		// arch/x86/mm/fault.c show_signal_msg() naming the faulting library:
 		//   "python[4242]: segfault at 8 ip 00007f... sp 00007ff... error 4 in libnccl.so.2.21.5[7f...+...]"
-		rules.Rule{
+		logline.Rule{
 			Reason:   health.ReasonNvidiaNCCLError,
 			Sources:  kmsg,
 			Contains: []string{"]: segfault at ", " in libnccl"},
@@ -62,7 +61,7 @@ func Rules() []rules.Rule {
 }
 
 // interpret turns a rule match into findings. Pure: it reads only the match.
-func interpret(m rules.Match) []findingSpec {
+func interpret(m logline.Match) []findingSpec {
 	switch m.Reason {
 	case health.ReasonNvidiaNCCLError:
 		return []findingSpec{{reason: m.Reason, message: m.Message, subject: m.Groups["comm"]}}

@@ -29,7 +29,7 @@ func match(t testing.TB, line logline.Line) []monitor.Finding {
 		t.Fatal(err)
 	}
 	var out []monitor.Finding
-	matcher.Match(line, func(mt rules.Match) { out = append(out, m.Interpret(mt)...) })
+	matcher.Match(line, func(mt logline.Match) { out = append(out, m.Interpret(mt)...) })
 	return out
 }
 

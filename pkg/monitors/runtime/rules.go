@@ -9,7 +9,6 @@ import (
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // RuntimeUnits are the systemd units of the container runtimes whose failures
@@ -36,8 +35,8 @@ var journal = []logline.Source{logline.Journal}
 //
 // systemd logs a main process that exited successfully at debug level only;
 // the status=0/SUCCESS exclusion is for journals kept at debug level.
-func unitFailureRules(reason string, units []string) []rules.Rule {
-	return []rules.Rule{{
+func unitFailureRules(reason string, units []string) []logline.Rule {
+	return []logline.Rule{{
 		Reason:   reason,
 		Sources:  journal,
 		Units:    units,
@@ -54,7 +53,7 @@ func unitFailureRules(reason string, units []string) []rules.Rule {
 }
 
 // Rules implements monitor.Monitor.
-func (m *Monitor) Rules() []rules.Rule {
+func (m *Monitor) Rules() []logline.Rule {
 	rs := append(unitFailureRules(health.ReasonContainerRuntimeFailed, RuntimeUnits),
 		unitFailureRules(health.ReasonKubeletFailed, []string{KubeletUnit})...)
 	rs = append(rs,
@@ -64,14 +63,14 @@ func (m *Monitor) Rules() []rules.Rule {
 		// Anchored and ending in "." so that a daemon's own "Failed to start
 		// server: ..." or a klog line ("E0612 ... \"Failed to start ...\"") does
 		// not match.
-		rules.Rule{
+		logline.Rule{
 			Reason:   health.ReasonServiceFailedToStart,
 			Sources:  journal,
 			Contains: []string{"Failed to start "},
 			Pattern:  `^(?:[\w@.\\-]+: )?Failed to start (?P<what>[^:"]+?)\.\s*$`,
 		},
 		// kubelet.service: Scheduled restart job, restart counter is at 7.
-		rules.Rule{
+		logline.Rule{
 			Reason:   health.ReasonRepeatedRestart,
 			Sources:  journal,
 			Contains: []string{"Scheduled restart job, restart counter is at "},
@@ -84,7 +83,7 @@ func (m *Monitor) Rules() []rules.Rule {
 		{health.ReasonLivenessProbeFailures, "Liveness"},
 		{health.ReasonReadinessProbeFailures, "Readiness"},
 	} {
-		rs = append(rs, rules.Rule{
+		rs = append(rs, logline.Rule{
 			Reason:   p.reason,
 			Sources:  journal,
 			Units:    []string{KubeletUnit},
@@ -96,7 +95,7 @@ func (m *Monitor) Rules() []rules.Rule {
 }
 
 // Interpret implements monitor.Monitor. It is safe for concurrent use.
-func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	observed := match.Line.Time
 	if observed.IsZero() {
 		observed = m.clock.Now()
@@ -128,7 +127,7 @@ func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
 	return []monitor.Finding{{Reason: match.Reason, Message: msg, Observed: observed, Subject: unit}}
 }
 
-func (m *Monitor) interpretProbe(match rules.Match, observed time.Time) []monitor.Finding {
+func (m *Monitor) interpretProbe(match logline.Match, observed time.Time) []monitor.Finding {
 	threshold := countThreshold(m.threshold(match.Reason))
 	now := m.clock.Now()
 	m.mu.Lock()

@@ -51,7 +51,7 @@ func newRuleHarness(t *testing.T, overrides map[string]float64) *ruleHarness {
 func (h *ruleHarness) feed(unit, text string) []monitor.Finding {
 	line := logline.Line{Source: logline.Journal, Unit: unit, Text: text, Time: h.clock.Now().Add(-time.Second)}
 	var out []monitor.Finding
-	h.matcher.Match(line, func(m rules.Match) { out = append(out, h.m.Interpret(m)...) })
+	h.matcher.Match(line, func(m logline.Match) { out = append(out, h.m.Interpret(m)...) })
 	return out
 }
 
@@ -124,7 +124,7 @@ func TestRulesOneShot(t *testing.T) {
 			}
 			line := logline.Line{Source: src, Unit: tt.unit, Text: tt.text, Time: t0}
 			var fs []monitor.Finding
-			h.matcher.Match(line, func(m rules.Match) { fs = append(fs, h.m.Interpret(m)...) })
+			h.matcher.Match(line, func(m logline.Match) { fs = append(fs, h.m.Interpret(m)...) })
 			if tt.want == "" {
 				if len(fs) != 0 {
 					t.Fatalf("want no finding, got %+v", fs)

@@ -6,7 +6,6 @@ import (
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // kubeletUnit is the kubelet's systemd unit.
@@ -20,9 +19,9 @@ var notRealDisks = []string{"dev fd0", "dev sr0", "dev sr1", "dev loop", "on dev
 // Rules returns the storage monitor's log rules. Formats are those of the
 // kernel source files named in each comment (Linux 4.14 through 6.x) and of
 // the kubelet.
-func Rules() []rules.Rule {
+func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
-	return []rules.Rule{
+	return []logline.Rule{
 		// --- BlockDeviceIOError ----------------------------------------------
 		// block/blk-core.c (blk-mq.c since 5.16) blk_print_req_error():
 		//   5.x:  "blk_update_request: I/O error, dev nvme1n1, sector 2048 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 0"
@@ -135,13 +134,13 @@ func Rules() []rules.Rule {
 }
 
 // Rules implements monitor.Monitor.
-func (m *Monitor) Rules() []rules.Rule { return Rules() }
+func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
 // Interpret implements monitor.Monitor. An XFS shutdown is Fatal only when
 // its device holds a configured path (the mount check keeps that map); a
 // shutdown of another device, a pod's volume for instance, is the
 // workload's problem and becomes a FilesystemError Warning.
-func (m *Monitor) Interpret(match rules.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	dev := match.Groups["dev"]
 	f := monitor.Finding{Reason: match.Reason, Message: match.Message, Observed: match.Line.Time, Subject: dev}
 	if match.Reason == health.ReasonKubeletDiskUsageSlow {

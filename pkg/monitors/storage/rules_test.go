@@ -158,7 +158,7 @@ func TestRules(t *testing.T) {
 	for _, tc := range ruleCases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []monitor.Finding
-			mt.Match(tc.line, func(match rules.Match) { got = append(got, m.Interpret(match)...) })
+			mt.Match(tc.line, func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("line %q\n got %+v\nwant %+v", tc.line.Text, got, tc.want)
 			}
@@ -172,7 +172,7 @@ func TestShutdownBeforeTheMountCheck(t *testing.T) {
 	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
 	mt, _ := rules.Compile(m.Rules())
 	var got []monitor.Finding
-	mt.Match(kmsg("XFS (nvme0n1p1): Log I/O Error Detected. Shutting down filesystem"), func(match rules.Match) { got = append(got, m.Interpret(match)...) })
+	mt.Match(kmsg("XFS (nvme0n1p1): Log I/O Error Detected. Shutting down filesystem"), func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 	if len(got) != 1 || got[0].Reason != health.ReasonFilesystemError {
 		t.Fatalf("%v", got)
 	}

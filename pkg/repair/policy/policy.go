@@ -1,5 +1,5 @@
 // Package policy turns NodeRepairPolicy objects and the built-in defaults
-// (DESIGN §5) into the effective repair policy of each node. It is pure: no
+// (docs/repair.md, Policies) into the effective repair policy of each node. It is pure: no
 // I/O, no clock.
 package policy
 
@@ -63,7 +63,7 @@ type Policy struct {
 	Action       v1alpha1.RepairAction
 }
 
-// DefaultRules is the seed table of DESIGN §5.
+// DefaultRules is the default table of docs/repair.md (Policies).
 func DefaultRules() []Rule {
 	r := []Rule{
 		{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Toleration: DefaultToleration},

@@ -11,7 +11,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 )
 
-// The defaults are a public promise (DESIGN §5, docs/repair.md): this test is
+// The defaults are a public promise (docs/repair.md): this test is
 // the table, spelled out, so that changing it is a deliberate act.
 func TestDefaultRulesAreTheDesignTable(t *testing.T) {
 	want := []Rule{

@@ -8,7 +8,8 @@
 //	          ──target deleted──►               (node gone: done)
 //
 // This file is the pure part: the annotations and taint, reading them and
-// computing the next version of the node. drain.go and steps.go do the I/O.
+// computing the next version of the node. drain.go does the I/O of the drain;
+// pkg/repair/controller writes each step.
 package workflow
 
 import (

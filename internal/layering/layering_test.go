@@ -1,0 +1,225 @@
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the layer table in docs/architecture.md")
+
+const module = "nodemend.dev/nodemend"
+
+// layer is a set of packages and the layers they may import. Packages are
+// module-relative; "x/..." is x and every package under it. A package
+// belongs to the layer with its longest matching pattern.
+type layer struct {
+	name string
+	pkgs []string
+	may  []string
+	what string
+}
+
+// layers is the one rule of docs/architecture.md, bottom up: a package
+// imports only its own layer and the layers in its may list.
+var layers = []layer{
+	{"contract", []string{"api/...", "pkg/health", "pkg/logline", "pkg/monitor"}, nil,
+		"what the halves agree on: CRD types, condition types and the reason registry, log lines and rules, the monitor API"},
+	{"plumbing", []string{"internal/bounded", "internal/childproc", "internal/kubeconfig", "internal/scheme"}, []string{"contract"},
+		"small production helpers: bounded reads, child processes, kubeconfig loading, the runtime scheme"},
+	{"sources", []string{"pkg/source/...", "pkg/rules"}, []string{"contract", "plumbing"},
+		"log readers (kmsg, journal, file tail) that produce log lines; the rule matcher"},
+	{"monitors", []string{"pkg/monitors/..."}, []string{"contract", "plumbing"},
+		"detection, one package per monitor: its rules and checks"},
+	{"diagnostics", []string{"pkg/diagnostics/..."}, []string{"sources", "contract", "plumbing"},
+		"NodeDiagnostic bundles, redaction, upload, packet capture"},
+	{"agent", []string{"pkg/agent/..."}, []string{"monitors", "sources", "diagnostics", "contract", "plumbing"},
+		"nodemend-agent's wiring: config file, scheduler, exporter (conditions and events), metrics"},
+	{"repair", []string{"pkg/repair/..."}, []string{"contract", "plumbing"},
+		"repair decisions and steps: policy, unhealthy, gate, pool, workflow, backends, metrics"},
+	{"controller", []string{"pkg/repair/controller"}, []string{"repair", "contract", "plumbing"},
+		"nodemend-controller's reconciler: chains the decisions with the steps, records them, emits events"},
+	{"cli", []string{"pkg/cli/..."}, []string{"repair", "diagnostics", "contract", "plumbing"},
+		"kubectl mend: logs, status, timeline, explain"},
+	{"binaries", []string{"cmd/..."}, []string{"agent", "controller", "cli", "repair", "monitors", "sources", "diagnostics", "contract", "plumbing"},
+		"flags and main functions of the three shipped binaries"},
+	{"testsupport", []string{"internal/testsupport/..."}, []string{"agent", "controller", "cli", "repair", "monitors", "sources", "diagnostics", "contract", "plumbing"},
+		"fakes and harnesses for tests: real API server, fake host roots, namespaces, CRI, NVML"},
+	{"simulation", []string{"sim/..."}, []string{"testsupport", "agent", "controller", "cli", "repair", "monitors", "sources", "diagnostics", "contract", "plumbing"},
+		"the local simulation, a product of its own: the demo, e2e's cluster, the fleet benchmark"},
+	{"tooling", []string{"hack/...", "deploy/...", "e2e/...", "internal/layering"}, []string{"simulation", "testsupport", "binaries", "agent", "controller", "cli", "repair", "monitors", "sources", "diagnostics", "contract", "plumbing"},
+		"code generators, deployment checks, end-to-end tests, this test"},
+}
+
+// shipped are the binaries users install; their dependency lists must not
+// contain test support.
+var shipped = []string{"cmd/nodemend-agent", "cmd/nodemend-controller", "cmd/kubectl-mend"}
+
+// neverShipped are packages (outside the module) that only tests should link.
+var neverShipped = []string{
+	"testing",
+	"sigs.k8s.io/controller-runtime/pkg/envtest",
+	"sigs.k8s.io/controller-runtime/pkg/client/fake",
+	"k8s.io/client-go/kubernetes/fake",
+	"k8s.io/utils/clock/testing",
+}
+
+func layerOf(rel string) (layer, bool) {
+	best, bestLen := layer{}, -1
+	for _, l := range layers {
+		for _, p := range l.pkgs {
+			base, tree := strings.CutSuffix(p, "/...")
+			if rel == base || (tree && strings.HasPrefix(rel, base+"/")) {
+				if len(base) > bestLen {
+					best, bestLen = l, len(base)
+				}
+			}
+		}
+	}
+	return best, bestLen >= 0
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// goList runs go list in the module root and decodes its JSON stream.
+func goList(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-e"}, args...)...)
+	cmd.Dir = root(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func rel(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	return strings.CutPrefix(path, module+"/")
+}
+
+// TestImportsPointDown: every package is in a layer, and imports only its
+// own layer and those it may.
+func TestImportsPointDown(t *testing.T) {
+	pkgs := goList(t, "-json=ImportPath,Imports", "./...")
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	for _, p := range pkgs {
+		from, _ := rel(p.ImportPath)
+		fl, ok := layerOf(from)
+		if !ok {
+			t.Errorf("%s is in no layer: add it to the table in internal/layering and docs/architecture.md", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, inModule := rel(imp)
+			if !inModule {
+				continue
+			}
+			tl, ok := layerOf(to)
+			if !ok || tl.name == fl.name || slices.Contains(fl.may, tl.name) {
+				continue
+			}
+			t.Errorf("%s (%s) imports %s (%s); %s may import only %v", from, fl.name, to, tl.name, fl.name, append([]string{fl.name}, fl.may...))
+		}
+	}
+}
+
+// TestShippedBinariesLinkNoTestSupport: the binaries' dependency lists hold
+// no test support, simulation or tooling package and no test library.
+func TestShippedBinariesLinkNoTestSupport(t *testing.T) {
+	for _, b := range shipped {
+		deps := goList(t, "-deps", "-json=ImportPath", "./"+b)
+		if len(deps) < 10 {
+			t.Fatalf("%s: only %d dependencies listed", b, len(deps))
+		}
+		for _, d := range deps {
+			if slices.Contains(neverShipped, d.ImportPath) {
+				t.Errorf("%s links %s", b, d.ImportPath)
+			}
+			r, ok := rel(d.ImportPath)
+			if !ok {
+				continue
+			}
+			if l, _ := layerOf(r); l.name == "testsupport" || l.name == "simulation" || l.name == "tooling" {
+				t.Errorf("%s links %s (%s)", b, r, l.name)
+			}
+		}
+	}
+}
+
+// The layer table in docs/architecture.md is this one.
+func TestArchitecturePageShowsTheLayers(t *testing.T) {
+	const begin, end = "<!-- layers:begin (internal/layering) -->\n", "<!-- layers:end -->\n"
+	path := filepath.Join(root(t), "docs", "architecture.md")
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok1 := strings.Cut(string(page), begin)
+	_, after, ok2 := strings.Cut(rest, end)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s lacks the %q ... %q markers", path, begin, end)
+	}
+	want := before + begin + table() + end + after
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want != string(page) {
+		t.Errorf("the layer table in docs/architecture.md differs from internal/layering; run go test ./internal/layering -args -update")
+	}
+}
+
+// table renders the layers top down, as the page shows them.
+func table() string {
+	var b strings.Builder
+	b.WriteString("| layer | packages | may import | what |\n|---|---|---|---|\n")
+	for _, l := range slices.Backward(layers) {
+		may := "—"
+		if len(l.may) > 0 {
+			may = strings.Join(l.may, ", ")
+		}
+		fmt.Fprintf(&b, "| **%s** | `%s` | %s | %s |\n", l.name, strings.Join(l.pkgs, "` `"), may, l.what)
+	}
+	return b.String()
+}
