@@ -1,0 +1,54 @@
+package rules_test
+
+import (
+	"testing"
+
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
+	"nodemend.dev/nodemend/pkg/monitors/kernel"
+	"nodemend.dev/nodemend/pkg/monitors/networking"
+	"nodemend.dev/nodemend/pkg/monitors/neuron"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/runtime"
+	"nodemend.dev/nodemend/pkg/monitors/storage"
+	"nodemend.dev/nodemend/pkg/rules"
+)
+
+// shippedRules is every log rule of every monitor, as an agent with all
+// monitors enabled compiles them.
+func shippedRules() []logline.Rule {
+	var all []logline.Rule
+	for _, rs := range [][]logline.Rule{
+		kernel.Rules(), runtime.New(monitor.Env{}, runtime.Options{}).Rules(), networking.Rules(),
+		storage.Rules(), nvidia.Rules(), neuron.Rules(), amdgpu.Rules(),
+	} {
+		all = append(all, rs...)
+	}
+	return all
+}
+
+// BenchmarkShippedRulesNoise is the agent's hot path: the shipped rules on
+// lines of a busy node that match none of them. lines/s on one core is the
+// figure quoted in docs/agent.md.
+func BenchmarkShippedRulesNoise(b *testing.B) {
+	all := shippedRules()
+	m, err := rules.Compile(all)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := rules.NoiseLines
+	matches := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, l := range lines {
+			m.Match(l, func(logline.Match) { matches++ })
+		}
+	}
+	if matches != 0 {
+		b.Fatalf("%d noise lines matched a shipped rule", matches)
+	}
+	n := float64(b.N) * float64(len(lines))
+	b.ReportMetric(n/b.Elapsed().Seconds(), "lines/s")
+	b.ReportMetric(float64(len(all)), "rules")
+}
