@@ -99,6 +99,18 @@ type Reason struct {
 	Detects     string
 }
 
+// Family is a name for a set of reasons (e.g. NvidiaXIDError for every
+// NvidiaXID<N>Error), accepted wherever a reason is named.
+type Family struct {
+	Name      string
+	Condition ConditionType
+	// Template is the member names with %d for a number.
+	Template    string
+	Description string
+	// Members are the reasons of the family, in registry order.
+	Members []string
+}
+
 // Monitor names a monitor and the condition it owns.
 type Monitor struct {
 	Name          string
@@ -114,6 +126,50 @@ func LookupReason(name string) (Reason, bool) {
 		}
 	}
 	return Reason{}, false
+}
+
+// LookupFamily returns the family called name.
+func LookupFamily(name string) (Family, bool) {
+	for _, f := range families() {
+		if f.Name == name {
+			f.Members = slices.Clone(f.Members)
+			return f, true
+		}
+	}
+	return Family{}, false
+}
+
+// Families returns a copy of the family table, in registry order.
+func Families() []Family {
+	fs := slices.Clone(families())
+	for i := range fs {
+		fs[i].Members = slices.Clone(fs[i].Members)
+	}
+	return fs
+}
+
+// FamiliesOf returns the names of the families that reason belongs to.
+func FamiliesOf(reason string) []string {
+	var out []string
+	for _, f := range families() {
+		if slices.Contains(f.Members, reason) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// Expand returns the reasons a name stands for: a family's members, or the
+// reason itself (a name that is both, like NvidiaXIDWarning, is its family).
+// ok is false when the name is neither a reason nor a family.
+func Expand(name string) (reasons []string, ok bool) {
+	if f, found := LookupFamily(name); found {
+		return f.Members, true
+	}
+	if _, found := LookupReason(name); found {
+		return []string{name}, true
+	}
+	return nil, false
 }
 
 // Reasons returns a copy of the registry, in registry order.

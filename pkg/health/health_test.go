@@ -3,6 +3,7 @@ package health_test
 import (
 	"bytes"
 	"os"
+	"slices"
 	"testing"
 
 	"nodemend.dev/nodemend/hack/genreasons/registry"
@@ -94,5 +95,30 @@ func TestOwnership(t *testing.T) {
 func TestSeverityOrder(t *testing.T) {
 	if !health.Info.AtMost(health.Warning) || !health.Warning.AtMost(health.Fatal) || health.Fatal.AtMost(health.Warning) {
 		t.Fatal("severity order must be Info < Warning < Fatal")
+	}
+}
+
+func TestExpand(t *testing.T) {
+	fam, ok := health.Expand("NvidiaXIDError")
+	if !ok || !slices.Contains(fam, health.ReasonNvidiaXID79Error) || slices.Contains(fam, health.ReasonNvidiaXID13Warning) {
+		t.Fatalf("NvidiaXIDError = %v, %v", fam, ok)
+	}
+	for _, m := range fam {
+		if r, _ := health.LookupReason(m); r.Severity != health.Fatal {
+			t.Errorf("NvidiaXIDError member %s is %s", m, r.Severity)
+		}
+	}
+	warn, _ := health.Expand(health.ReasonNvidiaXIDWarning)
+	if !slices.Contains(warn, health.ReasonNvidiaXIDWarning) || !slices.Contains(warn, health.ReasonNvidiaXID13Warning) {
+		t.Fatalf("NvidiaXIDWarning = %v: the family has the catch-all and the numbered warnings", warn)
+	}
+	if one, ok := health.Expand(health.ReasonSoftLockup); !ok || !slices.Equal(one, []string{health.ReasonSoftLockup}) {
+		t.Fatalf("a reason expands to itself: %v", one)
+	}
+	if _, ok := health.Expand("NoSuchReason"); ok {
+		t.Fatal("an unknown name expanded")
+	}
+	if got := health.FamiliesOf(health.ReasonNvidiaXID48Error); !slices.Equal(got, []string{"NvidiaXIDError"}) {
+		t.Fatalf("health.FamiliesOf(XID48) = %v", got)
 	}
 }

@@ -844,3 +844,18 @@ func reasons() []Reason {
 		},
 	}
 }
+
+func families() []Family {
+	return []Family{
+		{
+			Name: "NvidiaXIDError", Condition: "AcceleratedHardwareReady", Template: "NvidiaXID%dError",
+			Description: "Every Fatal NVIDIA XID reason (NvidiaXID<N>Error): the XIDs whose NVIDIA catalog resolution is a GPU reset, node reboot or replacement.",
+			Members:     []string{"NvidiaXID46Error", "NvidiaXID48Error", "NvidiaXID54Error", "NvidiaXID62Error", "NvidiaXID64Error", "NvidiaXID74Error", "NvidiaXID79Error", "NvidiaXID95Error", "NvidiaXID109Error", "NvidiaXID110Error", "NvidiaXID119Error", "NvidiaXID120Error", "NvidiaXID136Error", "NvidiaXID140Error", "NvidiaXID143Error", "NvidiaXID155Error", "NvidiaXID156Error", "NvidiaXID158Error"},
+		},
+		{
+			Name: "NvidiaXIDWarning", Condition: "AcceleratedHardwareReady", Template: "NvidiaXID%dWarning",
+			Description: "Every Warning NVIDIA XID reason (NvidiaXID<N>Warning), and NvidiaXIDWarning itself, the XIDs nodemend's table does not classify.",
+			Members:     []string{"NvidiaXID13Warning", "NvidiaXID31Warning", "NvidiaXID32Warning", "NvidiaXID43Warning", "NvidiaXID45Warning", "NvidiaXID61Warning", "NvidiaXID63Warning", "NvidiaXID68Warning", "NvidiaXID69Warning", "NvidiaXID92Warning", "NvidiaXID94Warning", "NvidiaXID121Warning", "NvidiaXID137Warning", "NvidiaXID154Warning", "NvidiaXIDWarning"},
+		},
+	}
+}

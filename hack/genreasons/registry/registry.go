@@ -23,6 +23,7 @@ import (
 type File struct {
 	Monitors []Monitor `json:"monitors"`
 	Reasons  []Reason  `json:"reasons"`
+	Families []Family  `json:"families,omitempty"`
 }
 
 // Monitor is one entry of the monitors list.
@@ -42,6 +43,45 @@ type Reason struct {
 	Threshold   *Threshold `json:"threshold,omitempty"`
 	Description string     `json:"description"`
 	Detects     string     `json:"detects"`
+}
+
+// Family is a name that stands for a set of reasons wherever a reason is
+// named (agent config overrides, NodeRepairPolicy rules), the way the EKS Node
+// Monitoring Agent names its templated reasons: NvidiaXIDError means every
+// NvidiaXID<N>Error.
+type Family struct {
+	Name string `json:"name"`
+	// Template is the member names with %d standing for a decimal number,
+	// e.g. NvidiaXID%dError. A reason called like the family itself is a
+	// member too (the catch-all NvidiaXIDWarning).
+	Template    string `json:"template"`
+	Description string `json:"description"`
+}
+
+// members returns the reasons of f that belong to fam, in registry order.
+func (f *File) members(fam Family) []Reason {
+	var out []Reason
+	for _, r := range f.Reasons {
+		if r.Name == fam.Name || matchesTemplate(fam.Template, r.Name) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// matchesTemplate reports whether name is template with its %d replaced by
+// one or more decimal digits.
+func matchesTemplate(template, name string) bool {
+	prefix, suffix, ok := strings.Cut(template, "%d")
+	if !ok || !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) || len(name) <= len(prefix)+len(suffix) {
+		return false
+	}
+	for _, c := range name[len(prefix) : len(name)-len(suffix)] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Threshold is a reason's default threshold.
@@ -118,7 +158,40 @@ func (f *File) validate() error {
 			errs = append(errs, fmt.Errorf("%s: threshold needs a unit", where))
 		}
 	}
+	errs = append(errs, f.validateFamilies(seen)...)
 	return errors.Join(errs...)
+}
+
+// validateFamilies checks that each family has a well-formed template,
+// members, all of one condition, and no name that clashes with a reason
+// outside it.
+func (f *File) validateFamilies(reasons map[string]bool) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, fam := range f.Families {
+		where := fmt.Sprintf("family %q", fam.Name)
+		if !isIdentifier(fam.Name) || seen[fam.Name] {
+			errs = append(errs, fmt.Errorf("%s: empty, duplicate or not a CamelCase identifier", where))
+		}
+		seen[fam.Name] = true
+		if strings.Count(fam.Template, "%d") != 1 {
+			errs = append(errs, fmt.Errorf("%s: template %q must contain %%d exactly once", where, fam.Template))
+			continue
+		}
+		if strings.TrimSpace(fam.Description) == "" {
+			errs = append(errs, fmt.Errorf("%s: description is required", where))
+		}
+		ms := f.members(fam)
+		if len(ms) == 0 {
+			errs = append(errs, fmt.Errorf("%s: no reason matches %s", where, fam.Template))
+		}
+		for _, m := range ms {
+			if m.Condition != ms[0].Condition {
+				errs = append(errs, fmt.Errorf("%s: members %s and %s have different conditions", where, ms[0].Name, m.Name))
+			}
+		}
+	}
+	return errs
 }
 
 func (r Reason) quietPeriod() (time.Duration, error) {
@@ -155,8 +228,23 @@ func (f *File) RenderGo() ([]byte, error) {
 		q, _ := r.quietPeriod()
 		rs = append(rs, goReason{Reason: r, Quiet: q})
 	}
+	type goFamily struct {
+		Family
+		Condition string
+		Members   []string
+	}
+	var fams []goFamily
+	for _, fam := range f.Families {
+		ms := f.members(fam)
+		g := goFamily{Family: fam}
+		for _, m := range ms {
+			g.Condition = m.Condition
+			g.Members = append(g.Members, m.Name)
+		}
+		fams = append(fams, g)
+	}
 	var buf bytes.Buffer
-	if err := goTemplate.Execute(&buf, map[string]any{"Monitors": f.Monitors, "Reasons": rs}); err != nil {
+	if err := goTemplate.Execute(&buf, map[string]any{"Monitors": f.Monitors, "Reasons": rs, "Families": fams}); err != nil {
 		return nil, err
 	}
 	out, err := format.Source(buf.Bytes())
@@ -217,6 +305,18 @@ func reasons() []Reason {
 {{- end}}
 	}
 }
+
+func families() []Family {
+	return []Family{
+{{- range .Families}}
+		{
+			Name: {{q .Name}}, Condition: {{q .Condition}}, Template: {{q .Template}},
+			Description: {{q .Description}},
+			Members: []string{ {{- range $i, $m := .Members}}{{if $i}}, {{end}}{{q $m}}{{end -}} },
+		},
+{{- end}}
+	}
+}
 `))
 
 // RenderDocs renders docs/reasons.md.
@@ -243,6 +343,21 @@ func (f *File) RenderDocs() []byte {
 		b.WriteString("| reason | severity | detects | recovers | description |\n|---|---|---|---|---|\n")
 		for _, r := range rows {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.Severity, cell(r.Detects), cell(recoveryText(r)), cell(r.Description))
+		}
+		b.WriteString("\n")
+	}
+	if len(f.Families) > 0 {
+		b.WriteString("## Reason families\n\n")
+		b.WriteString("A family name stands for all its members wherever a reason is named: in the agent config's ")
+		b.WriteString("`reasons` overrides (docs/agent-config.md) and in a NodeRepairPolicy rule's `reasons` (docs/repair.md). ")
+		b.WriteString("An override of a member takes precedence over its family's.\n\n")
+		b.WriteString("| family | members | description |\n|---|---|---|\n")
+		for _, fam := range f.Families {
+			var names []string
+			for _, m := range f.members(fam) {
+				names = append(names, "`"+m.Name+"`")
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", fam.Name, strings.Join(names, ", "), cell(fam.Description))
 		}
 		b.WriteString("\n")
 	}

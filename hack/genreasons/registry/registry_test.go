@@ -81,3 +81,72 @@ func TestValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestFamilies(t *testing.T) {
+	const xids = `
+monitors:
+  - {name: nvidia, condition: AcceleratedHardwareReady, healthyReason: NvidiaGPUIsReady}
+  - {name: kernel, condition: KernelReady, healthyReason: KernelIsReady}
+reasons:
+  - {name: NvidiaXID48Error, condition: AcceleratedHardwareReady, severity: Fatal, source: log, quietPeriod: 45m, description: d, detects: x}
+  - {name: NvidiaXID79Error, condition: AcceleratedHardwareReady, severity: Fatal, source: log, quietPeriod: 45m, description: d, detects: x}
+  - {name: NvidiaXID13Warning, condition: AcceleratedHardwareReady, severity: Warning, source: log, description: d, detects: x}
+  - {name: NvidiaXIDWarning, condition: AcceleratedHardwareReady, severity: Warning, source: log, description: d, detects: x}
+  - {name: NvidiaXIDxError, condition: AcceleratedHardwareReady, severity: Warning, source: log, description: d, detects: x}
+  - {name: SoftLockup, condition: KernelReady, severity: Warning, source: log, description: d, detects: x}
+`
+	f := mustParse(t, xids+`families:
+  - {name: NvidiaXIDError, template: "NvidiaXID%dError", description: d}
+  - {name: NvidiaXIDWarning, template: "NvidiaXID%dWarning", description: d}
+`)
+	var got []string
+	for _, fam := range f.Families {
+		var names []string
+		for _, m := range f.members(fam) {
+			names = append(names, m.Name)
+		}
+		got = append(got, fam.Name+"="+strings.Join(names, ","))
+	}
+	// Digits only between prefix and suffix (not NvidiaXIDxError); a reason
+	// named like its family is a member.
+	want := []string{"NvidiaXIDError=NvidiaXID48Error,NvidiaXID79Error", "NvidiaXIDWarning=NvidiaXID13Warning,NvidiaXIDWarning"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("members:\n got %v\nwant %v", got, want)
+	}
+	src, err := f.RenderGo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), `Members:     []string{"NvidiaXID48Error", "NvidiaXID79Error"}`) {
+		t.Fatalf("generated Go lacks the members:\n%s", src)
+	}
+	if !strings.Contains(string(f.RenderDocs()), "| `NvidiaXIDError` | `NvidiaXID48Error`, `NvidiaXID79Error` |") {
+		t.Fatalf("docs lack the family table:\n%s", f.RenderDocs())
+	}
+
+	for name, tc := range map[string]struct{ family, wantErr string }{
+		"no members":       {`{name: NoSuchError, template: "NoSuch%dError", description: d}`, "no reason matches"},
+		"no placeholder":   {`{name: NvidiaXIDError, template: "NvidiaXIDError", description: d}`, "must contain %d exactly once"},
+		"mixed conditions": {`{name: AnyWarning, template: "%dWarning", description: d}`, ""},
+		"duplicate":        {`{name: SoftLockup, template: "NvidiaXID%dError", description: d}` + "\n  - " + `{name: SoftLockup, template: "NvidiaXID%dError", description: d}`, "duplicate"},
+		"no description":   {`{name: NvidiaXIDError, template: "NvidiaXID%dError", description: ""}`, "description is required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(xids + "families:\n  - " + tc.family + "\n"))
+			if tc.wantErr == "" {
+				// "%dWarning" needs digits at the start: no member, so an error too.
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+	mixed := strings.Replace(xids, "NvidiaXID79Error, condition: AcceleratedHardwareReady", "NvidiaXID79Error, condition: KernelReady", 1)
+	if _, err := Parse([]byte(mixed + "families:\n  - {name: NvidiaXIDError, template: \"NvidiaXID%dError\", description: d}\n")); err == nil || !strings.Contains(err.Error(), "different conditions") {
+		t.Fatalf("mixed conditions: %v", err)
+	}
+}

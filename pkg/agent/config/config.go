@@ -10,6 +10,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,8 +24,9 @@ import (
 // Config is the whole agent config file.
 type Config struct {
 	Monitors Monitors `json:"monitors"`
-	// Reasons overrides single reasons, keyed by reason code
-	// (docs/reasons.md).
+	// Reasons overrides reasons, keyed by reason code or by family name
+	// (NvidiaXIDError, NvidiaXIDWarning: every member; docs/reasons.md). A
+	// reason's own entry takes precedence over its family's, field by field.
 	Reasons  map[string]ReasonConfig `json:"reasons,omitempty"`
 	Sources  Sources                 `json:"sources"`
 	Exporter ExporterConfig          `json:"exporter"`
@@ -314,35 +316,7 @@ func (c Config) Validate() error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		rc := c.Reasons[name]
-		r, ok := health.LookupReason(name)
-		if !ok {
-			errs = append(errs, fmt.Errorf("reasons.%s: unknown reason (see docs/reasons.md)", name))
-			continue
-		}
-		if rc.Severity != "" {
-			s := health.Severity(rc.Severity)
-			switch {
-			case !s.Valid():
-				errs = append(errs, fmt.Errorf("reasons.%s.severity: %q is not Fatal, Warning or Info", name, rc.Severity))
-			case !s.AtMost(r.Severity):
-				errs = append(errs, fmt.Errorf("reasons.%s.severity: may only be lowered from %s, not raised to %s", name, r.Severity, s))
-			}
-		}
-		if rc.QuietPeriod != nil {
-			if r.Source != health.FromLog {
-				errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: only log-derived reasons have a quiet period; this one recovers when its check passes", name))
-			} else if rc.QuietPeriod.Duration < time.Second {
-				errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: %v is below the 1s minimum", name, rc.QuietPeriod.Duration))
-			}
-		}
-		if rc.Threshold != nil {
-			if r.Threshold == nil {
-				errs = append(errs, fmt.Errorf("reasons.%s.threshold: this reason has no threshold", name))
-			} else if *rc.Threshold <= 0 {
-				errs = append(errs, fmt.Errorf("reasons.%s.threshold: must be positive (unit: %s)", name, r.Threshold.Unit))
-			}
-		}
+		errs = append(errs, validateReasonOverride(name, c.Reasons[name])...)
 	}
 	for field, d := range map[string]Duration{
 		"monitors.kernel.checkInterval":           c.Monitors.Kernel.CheckInterval,
@@ -391,6 +365,60 @@ func (c Config) Validate() error {
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
+}
+
+// validateReasonOverride checks one entry of reasons: name is a reason or a
+// family (docs/reasons.md), and each setting must make sense for the reason,
+// or for at least one member of the family (the others ignore it): a severity
+// may only be lowered, for every member.
+func validateReasonOverride(name string, rc ReasonConfig) []error {
+	members, ok := health.Expand(name)
+	if !ok {
+		return []error{fmt.Errorf("reasons.%s: unknown reason or family (see docs/reasons.md)", name)}
+	}
+	var rs []health.Reason
+	for _, m := range members {
+		r, _ := health.LookupReason(m)
+		rs = append(rs, r)
+	}
+	family := len(members) > 1 || members[0] != name
+	var errs []error
+	if rc.Severity != "" {
+		s := health.Severity(rc.Severity)
+		if !s.Valid() {
+			errs = append(errs, fmt.Errorf("reasons.%s.severity: %q is not Fatal, Warning or Info", name, rc.Severity))
+		} else if i := slices.IndexFunc(rs, func(r health.Reason) bool { return !s.AtMost(r.Severity) }); i >= 0 {
+			from := string(rs[i].Severity)
+			if len(rs) > 1 {
+				from += " (" + rs[i].Name + ")"
+			}
+			errs = append(errs, fmt.Errorf("reasons.%s.severity: may only be lowered from %s, not raised to %s", name, from, s))
+		}
+	}
+	if rc.QuietPeriod != nil {
+		switch {
+		case !slices.ContainsFunc(rs, func(r health.Reason) bool { return r.Source == health.FromLog }):
+			why := "this one recovers when its check passes"
+			if family {
+				why = "no member of this family is log-derived"
+			}
+			errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: only log-derived reasons have a quiet period; %s", name, why))
+		case rc.QuietPeriod.Duration < time.Second:
+			errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: %v is below the 1s minimum", name, rc.QuietPeriod.Duration))
+		}
+	}
+	if rc.Threshold != nil {
+		i := slices.IndexFunc(rs, func(r health.Reason) bool { return r.Threshold != nil })
+		switch {
+		case i < 0 && family:
+			errs = append(errs, fmt.Errorf("reasons.%s.threshold: no member of this family has a threshold", name))
+		case i < 0:
+			errs = append(errs, fmt.Errorf("reasons.%s.threshold: this reason has no threshold", name))
+		case *rc.Threshold <= 0:
+			errs = append(errs, fmt.Errorf("reasons.%s.threshold: must be positive (unit: %s)", name, rs[i].Threshold.Unit))
+		}
+	}
+	return errs
 }
 
 func (m NetworkingMonitor) validate() []error {
@@ -473,28 +501,47 @@ func (c Config) MonitorEnabled(name string) bool {
 }
 
 // Effective returns the registry entry of a reason with the config's
-// overrides applied, and false when the reason is disabled or unknown.
+// overrides applied, and false when the reason is disabled or unknown. The
+// overrides of the families the reason belongs to apply first; the reason's
+// own entry, field by field, takes precedence.
 func (c Config) Effective(name string) (health.Reason, bool) {
 	r, ok := health.LookupReason(name)
 	if !ok {
 		return r, false
 	}
-	rc := c.Reasons[name]
-	if rc.Disabled {
-		return r, false
-	}
-	if rc.Severity != "" {
-		r.Severity = health.Severity(rc.Severity)
-	}
-	if rc.QuietPeriod != nil && r.Source == health.FromLog {
-		r.QuietPeriod = rc.QuietPeriod.Duration
-	}
-	if rc.Threshold != nil && r.Threshold != nil {
-		t := *r.Threshold
-		t.Default = *rc.Threshold
-		r.Threshold = &t
+	registered := r.Severity
+	for _, rc := range c.overridesOf(name) {
+		if rc.Disabled {
+			return r, false
+		}
+		if rc.Severity != "" && health.Severity(rc.Severity).AtMost(registered) {
+			r.Severity = health.Severity(rc.Severity)
+		}
+		if rc.QuietPeriod != nil && r.Source == health.FromLog {
+			r.QuietPeriod = rc.QuietPeriod.Duration
+		}
+		if rc.Threshold != nil && r.Threshold != nil {
+			t := *r.Threshold
+			t.Default = *rc.Threshold
+			r.Threshold = &t
+		}
 	}
 	return r, true
+}
+
+// overridesOf returns the overrides that apply to a reason, least specific
+// first: its families' (in registry order), then its own.
+func (c Config) overridesOf(name string) []ReasonConfig {
+	var out []ReasonConfig
+	for _, f := range health.FamiliesOf(name) {
+		if rc, ok := c.Reasons[f]; ok && f != name {
+			out = append(out, rc)
+		}
+	}
+	if rc, ok := c.Reasons[name]; ok {
+		out = append(out, rc)
+	}
+	return out
 }
 
 // Threshold returns the effective threshold of a reason (0 when it has none).

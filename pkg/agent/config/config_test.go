@@ -65,6 +65,9 @@ func TestParseRejects(t *testing.T) {
 		"journal mode":       {"sources:\n  journal:\n    mode: syslog\n", `"syslog" is not journalctl, file or off`},
 		"relative path":      {"sources:\n  journal:\n    file: x.jsonl\n", "must be an absolute path"},
 		"not yaml":           {"monitors: [", "invalid agent config"},
+		"family raised":      {"reasons:\n  NvidiaXIDWarning: {severity: Fatal}\n", "may only be lowered from Warning (NvidiaXID13Warning), not raised to Fatal"},
+		"family threshold":   {"reasons:\n  NvidiaXIDError: {threshold: 2}\n", "no member of this family has a threshold"},
+		"unknown family":     {"reasons:\n  DCGMFieldErrorz: {disabled: true}\n", "unknown reason or family"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -196,5 +199,46 @@ func TestDocumentedNetworkingAndStorageDefaults(t *testing.T) {
 	d := Default()
 	if !reflect.DeepEqual(c.Monitors.Networking, d.Monitors.Networking) || !reflect.DeepEqual(c.Monitors.Storage, d.Monitors.Storage) {
 		t.Fatalf("documented %+v %+v\ndefaults %+v %+v", c.Monitors.Networking, c.Monitors.Storage, d.Monitors.Networking, d.Monitors.Storage)
+	}
+}
+
+// A family name (NvidiaXIDError, NvidiaXIDWarning) overrides every member,
+// as in the EKS Node Monitoring Agent's config; a member's own entry wins
+// field by field.
+func TestFamilyOverrides(t *testing.T) {
+	c, err := Parse([]byte(`reasons:
+  NvidiaXIDError: {severity: Warning, quietPeriod: 2h}
+  NvidiaXID79Error: {severity: Info}
+  NvidiaXIDWarning: {disabled: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, on := c.Effective(health.ReasonNvidiaXID48Error); !on || r.Severity != health.Warning || r.QuietPeriod != 2*time.Hour {
+		t.Fatalf("XID48 under the family override: %v %v %v", on, r.Severity, r.QuietPeriod)
+	}
+	if r, _ := c.Effective(health.ReasonNvidiaXID79Error); r.Severity != health.Info || r.QuietPeriod != 2*time.Hour {
+		t.Fatalf("XID79: its own severity, the family's quiet period: %v %v", r.Severity, r.QuietPeriod)
+	}
+	for _, name := range []string{health.ReasonNvidiaXID13Warning, health.ReasonNvidiaXIDWarning} {
+		if _, on := c.Effective(name); on {
+			t.Fatalf("%s is in the disabled NvidiaXIDWarning family", name)
+		}
+	}
+	if r, on := c.Effective(health.ReasonNvidiaDoubleBitError); !on || r.Severity != health.Fatal {
+		t.Fatalf("NvidiaDoubleBitError is in no family: %v %v", on, r.Severity)
+	}
+
+	// A member may be lowered below its family's override, or stay at its
+	// registered severity while the family is lowered.
+	c, err = Parse([]byte("reasons:\n  NvidiaXIDWarning: {severity: Info}\n  NvidiaXID94Warning: {severity: Warning}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := c.Effective(health.ReasonNvidiaXID94Warning); r.Severity != health.Warning {
+		t.Fatalf("member override: %v", r.Severity)
+	}
+	if r, _ := c.Effective(health.ReasonNvidiaXID13Warning); r.Severity != health.Info {
+		t.Fatalf("family override: %v", r.Severity)
 	}
 }

@@ -122,7 +122,11 @@ func FromAPI(o *v1alpha1.NodeRepairPolicy) (Policy, []string, error) {
 			if r.Toleration.Duration < 0 {
 				return Policy{}, nil, fmt.Errorf("rule on %s: negative toleration %s", t, r.Toleration.Duration)
 			}
-			p.Rules = append(p.Rules, Rule{Type: t, Status: r.Status, Toleration: r.Toleration.Duration, Reasons: slices.Clone(r.Reasons)})
+			reasons, unknown := expandReasons(t, r.Reasons)
+			for _, u := range unknown {
+				warnings = append(warnings, fmt.Sprintf("rule on %s: %q is neither a nodemend reason nor a family (docs/reasons.md); no condition will have it", t, u))
+			}
+			p.Rules = append(p.Rules, Rule{Type: t, Status: r.Status, Toleration: r.Toleration.Duration, Reasons: reasons})
 		}
 	}
 	if o.Spec.MaxUnhealthy != nil {
@@ -154,6 +158,30 @@ func FromAPI(o *v1alpha1.NodeRepairPolicy) (Policy, []string, error) {
 		return Policy{}, nil, fmt.Errorf("action %q is not Replace or None", o.Spec.Action)
 	}
 	return p, warnings, nil
+}
+
+// expandReasons replaces the family names among a rule's reasons by their
+// members (NvidiaXIDError: every NvidiaXID<N>Error), as the EKS Node
+// Monitoring Agent's policies name them. On a condition type nodemend owns,
+// names that are neither a reason nor a family are returned as unknown (they
+// are kept: a newer agent may report them); other condition types (the
+// kubelet's Ready) have reasons nodemend does not know, and are kept as given.
+func expandReasons(t corev1.NodeConditionType, names []string) (reasons, unknown []string) {
+	for _, n := range names {
+		members, ok := health.Expand(n)
+		if !ok {
+			members = []string{n}
+			if health.IsOwned(string(t)) {
+				unknown = append(unknown, n)
+			}
+		}
+		for _, m := range members {
+			if !slices.Contains(reasons, m) {
+				reasons = append(reasons, m)
+			}
+		}
+	}
+	return reasons, unknown
 }
 
 // Problem is a NodeRepairPolicy that was ignored or partly ignored.

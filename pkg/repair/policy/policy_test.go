@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -57,8 +58,8 @@ func TestRuleMatches(t *testing.T) {
 		{"other status", Rule{Type: "KernelReady", Status: "False"}, cond("KernelReady", "True", "KernelIsReady"), false},
 		{"unknown is not false", Rule{Type: "Ready", Status: "False"}, cond("Ready", "Unknown", "NodeStatusUnknown"), false},
 		{"other type", Rule{Type: "KernelReady", Status: "False"}, cond("StorageReady", "False", "X"), false},
-		{"reason listed", Rule{Type: "AcceleratedHardwareReady", Status: "False", Reasons: []string{"NvidiaXIDError"}}, cond("AcceleratedHardwareReady", "False", "NvidiaXIDError"), true},
-		{"reason not listed", Rule{Type: "AcceleratedHardwareReady", Status: "False", Reasons: []string{"NvidiaXIDError"}}, cond("AcceleratedHardwareReady", "False", "NvidiaDoubleBitError"), false},
+		{"reason listed", Rule{Type: "AcceleratedHardwareReady", Status: "False", Reasons: []string{"NvidiaXID79Error"}}, cond("AcceleratedHardwareReady", "False", "NvidiaXID79Error"), true},
+		{"reason not listed", Rule{Type: "AcceleratedHardwareReady", Status: "False", Reasons: []string{"NvidiaXID79Error"}}, cond("AcceleratedHardwareReady", "False", "NvidiaDoubleBitError"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +100,28 @@ func TestFromAPI(t *testing.T) {
 		{name: "rules replace the defaults", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
 			s.Rules = []v1alpha1.RepairRule{{ConditionType: "AcceleratedHardwareReady", Status: "False", Toleration: metav1.Duration{Duration: time.Minute}, Reasons: []string{"NvidiaXIDError"}}}
 		}, check: func(t *testing.T, p Policy) {
-			if len(p.Rules) != 1 || p.Rules[0].Toleration != time.Minute || p.Rules[0].Reasons[0] != "NvidiaXIDError" {
+			if len(p.Rules) != 1 || p.Rules[0].Toleration != time.Minute {
+				t.Errorf("rules %+v", p.Rules)
+			}
+		}},
+		{name: "a family stands for its members", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.Rules = []v1alpha1.RepairRule{{ConditionType: "AcceleratedHardwareReady", Status: "False", Reasons: []string{"NvidiaXIDError", "NvidiaDoubleBitError"}}}
+		}, check: func(t *testing.T, p Policy) {
+			r := p.Rules[0]
+			xid79 := corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: "False", Reason: "NvidiaXID79Error"}
+			dbe := corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: "False", Reason: "NvidiaDoubleBitError"}
+			warn := corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: "False", Reason: "NvidiaXID13Warning"}
+			if !r.Matches(xid79) || !r.Matches(dbe) || r.Matches(warn) {
+				t.Errorf("NvidiaXIDError rule: XID79 %v, DBE %v, XID13 warning %v", r.Matches(xid79), r.Matches(dbe), r.Matches(warn))
+			}
+		}},
+		{name: "an unknown reason on a nodemend condition is kept with a warning", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.Rules = []v1alpha1.RepairRule{
+				{ConditionType: "KernelReady", Status: "False", Reasons: []string{"KernelDeadlock"}},
+				{ConditionType: "Ready", Status: "False", Reasons: []string{"KubeletNotReady"}},
+			}
+		}, warnings: 1, check: func(t *testing.T, p Policy) {
+			if !slices.Equal(p.Rules[0].Reasons, []string{"KernelDeadlock"}) || !slices.Equal(p.Rules[1].Reasons, []string{"KubeletNotReady"}) {
 				t.Errorf("rules %+v", p.Rules)
 			}
 		}},
