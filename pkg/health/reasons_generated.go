@@ -196,6 +196,78 @@ const (
 	ReasonNvidiaPCIeError = "NvidiaPCIeError"
 	// ReasonNvidiaNCCLError: A process crashed inside the NVIDIA Collective Communications Library (libnccl). Usually a workload or library problem; repeated crashes on one node point at its GPUs or network.
 	ReasonNvidiaNCCLError = "NvidiaNCCLError"
+	// ReasonDCGMError: The DCGM host engine this node uses stopped answering (or, with monitors.nvidia.dcgm.mode: required, cannot be reached at all): GPU health watches and diagnostics are blind. A node without DCGM never reports it.
+	ReasonDCGMError = "DCGMError"
+	// ReasonDCGMDiagnosticFailure: A test of a DCGM diagnostic run that a NodeDiagnostic requested failed. A failure whose every error DCGM grades MONITOR or CONFIG (the GPU can still run work) is a Warning.
+	ReasonDCGMDiagnosticFailure = "DCGMDiagnosticFailure"
+	// ReasonDCGMFieldError112: DCGM's clocks event reasons of a GPU (field 112, DCGM_FI_DEV_CLOCKS_EVENT_REASONS) show a hardware slowdown: thermal, power brake, or the slowdown of the power fast trigger.
+	ReasonDCGMFieldError112 = "DCGMFieldError112"
+	// ReasonDCGMHealthCode1: The DCGM health watch reported a problem whose message nodemend does not recognize (a DCGM newer than 4.6, or a message format nodemend does not know). Reported with DCGM's own text, at the severity DCGM gave it.
+	ReasonDCGMHealthCode1 = "DCGMHealthCode1"
+	// ReasonDCGMHealthCode3: A GPU's PCIe link retries packets faster than DCGM's limit (replays per minute): a degraded link, riser or slot.
+	ReasonDCGMHealthCode3 = "DCGMHealthCode3"
+	// ReasonDCGMHealthCode4: A GPU reported uncorrectable (double-bit) ECC errors since the driver loaded; its memory cannot be trusted until the GPU is reset.
+	ReasonDCGMHealthCode4 = "DCGMHealthCode4"
+	// ReasonDCGMHealthCode6: A GPU has a memory page waiting to be retired; it takes effect at the next GPU reset. The GPU keeps working.
+	ReasonDCGMHealthCode6 = "DCGMHealthCode6"
+	// ReasonDCGMHealthCode7: A GPU has retired as many memory pages as DCGM allows: its memory is wearing out.
+	ReasonDCGMHealthCode7 = "DCGMHealthCode7"
+	// ReasonDCGMHealthCode8: A GPU retired many pages for uncorrectable errors, more than one of them in the past week.
+	ReasonDCGMHealthCode8 = "DCGMHealthCode8"
+	// ReasonDCGMHealthCode9: A GPU's InfoROM (its on-board configuration and error store) is corrupt; it needs reflashing.
+	ReasonDCGMHealthCode9 = "DCGMHealthCode9"
+	// ReasonDCGMHealthCode10: A GPU slowed its clocks because of a thermal violation.
+	ReasonDCGMHealthCode10 = "DCGMHealthCode10"
+	// ReasonDCGMHealthCode11: DCGM cannot read a GPU's power draw reliably.
+	ReasonDCGMHealthCode11 = "DCGMHealthCode11"
+	// ReasonDCGMHealthCode12: A GPU slowed its clocks because of a power violation.
+	ReasonDCGMHealthCode12 = "DCGMHealthCode12"
+	// ReasonDCGMHealthCode13: A GPU's NVLink counted more errors than DCGM's threshold in the watch window; the link still works.
+	ReasonDCGMHealthCode13 = "DCGMHealthCode13"
+	// ReasonDCGMHealthCode14: An NVLink of a GPU is down.
+	ReasonDCGMHealthCode14 = "DCGMHealthCode14"
+	// ReasonDCGMHealthCode15: An NVSwitch link reported fatal errors.
+	ReasonDCGMHealthCode15 = "DCGMHealthCode15"
+	// ReasonDCGMHealthCode16: An NVSwitch link reported non-fatal errors.
+	ReasonDCGMHealthCode16 = "DCGMHealthCode16"
+	// ReasonDCGMHealthCode33: A DCGM field that must stay at zero is not: the GPU's fabric health shows an unhealthy route, degraded bandwidth, a recovery or a wrong configuration (failures), or a ConnectX adapter reports errors (uncorrectable fatal errors fail; health status and non-fatal errors warn).
+	ReasonDCGMHealthCode33 = "DCGMHealthCode33"
+	// ReasonDCGMHealthCode36: A CPU of the node is above DCGM's temperature or power threshold: over the warning temperature (warning), over the critical temperature or the power limit (failure).
+	ReasonDCGMHealthCode36 = "DCGMHealthCode36"
+	// ReasonDCGMHealthCode52: DCGM found faulty memory elements on a GPU that cannot be repaired in place.
+	ReasonDCGMHealthCode52 = "DCGMHealthCode52"
+	// ReasonDCGMHealthCode70: A GPU's NVLink sees more than 100 CRC errors per second.
+	ReasonDCGMHealthCode70 = "DCGMHealthCode70"
+	// ReasonDCGMHealthCode71: A GPU's NVLink counted errors of a kind that should never occur (replay, recovery, or on Blackwell a failed recovery). Counts of the pre-Blackwell lifetime counters (CRC, recovery, replay) only reset with the GPU, so they are reported as Warnings: they say the link once erred, not that it fails now.
+	ReasonDCGMHealthCode71 = "DCGMHealthCode71"
+	// ReasonDCGMHealthCode80: A GPU had uncorrectable memory errors and could not remap the row: the memory is damaged.
+	ReasonDCGMHealthCode80 = "DCGMHealthCode80"
+	// ReasonDCGMHealthCode81: A GPU had an uncontained memory error (XID 95): every application on it is affected and the GPU must be reset.
+	ReasonDCGMHealthCode81 = "DCGMHealthCode81"
+	// ReasonDCGMHealthCode101: DCGM saw an XID on a GPU. The XIDs DCGM treats as devastating (48, 74, 119, 120, 140) keep DCGM's failure; the others (per-subsystem XIDs such as 13, 31, 43) are Warnings.
+	ReasonDCGMHealthCode101 = "DCGMHealthCode101"
+	// ReasonDCGMHealthCode119: A GPU's NVLink effective bit error rate is above DCGM's threshold.
+	ReasonDCGMHealthCode119 = "DCGMHealthCode119"
+	// ReasonDCGMHealthCode120: A GPU fell off the PCIe bus (XID 79); only a reboot, often a power cycle, brings it back.
+	ReasonDCGMHealthCode120 = "DCGMHealthCode120"
+	// ReasonDCGMHealthCode121: A GPU's NVLink symbol bit error rate is above DCGM's threshold.
+	ReasonDCGMHealthCode121 = "DCGMHealthCode121"
+	// ReasonDCGMHealthCode122: The IMEX domain or daemon of a multi-node NVLink system is unhealthy. DCGM grades it a failure; nodemend reports an Event, as the EKS agent does not repair for it: the daemon is a service to restart, not a broken node.
+	ReasonDCGMHealthCode122 = "DCGMHealthCode122"
+	// ReasonDCGMHealthCode123: DCGM reports the GPU fabric manager state as not started, in progress, failed or unknown. Reported as an Event: DCGM fails states that are no hardware fault, and the NVML fabric check raises NvidiaFabricError when training failed.
+	ReasonDCGMHealthCode123 = "DCGMHealthCode123"
+	// ReasonDCGMHealthCode125: The driver says a GPU needs a reset to recover from a fault.
+	ReasonDCGMHealthCode125 = "DCGMHealthCode125"
+	// ReasonDCGMHealthCode126: The driver says a GPU fault may have left the OS inconsistent: the node needs a reboot.
+	ReasonDCGMHealthCode126 = "DCGMHealthCode126"
+	// ReasonDCGMHealthCode127: The driver asks for a GPU's peer-to-peer traffic to be quiesced.
+	ReasonDCGMHealthCode127 = "DCGMHealthCode127"
+	// ReasonDCGMHealthCode128: A GPU runs at reduced capacity after a fault: drain it and reset it.
+	ReasonDCGMHealthCode128 = "DCGMHealthCode128"
+	// ReasonDCGMHealthCode131: A GPU had a contained memory error: only the application that touched the memory must restart.
+	ReasonDCGMHealthCode131 = "DCGMHealthCode131"
+	// ReasonDCGMHealthCode132: A GPU has remapped more rows for uncorrectable errors than DCGM's limit: plan its replacement.
+	ReasonDCGMHealthCode132 = "DCGMHealthCode132"
 	// ReasonNeuronDMAError: A Neuron DMA engine encountered an unrecoverable error.
 	ReasonNeuronDMAError = "NeuronDMAError"
 	// ReasonNeuronHBMUncorrectableError: A Neuron device's HBM encountered an uncorrectable error and produced incorrect results.
@@ -774,6 +846,187 @@ func reasons() []Reason {
 			Name: "NvidiaNCCLError", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
 			Description: "A process crashed inside the NVIDIA Collective Communications Library (libnccl). Usually a workload or library problem; repeated crashes on one node point at its GPUs or network.",
 			Detects:     "kernel \"NAME[PID]: segfault at ... in libnccl.so...\"",
+		},
+		{
+			Name: "DCGMError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The DCGM host engine this node uses stopped answering (or, with monitors.nvidia.dcgm.mode: required, cannot be reached at all): GPU health watches and diagnostics are blind. A node without DCGM never reports it.",
+			Detects:     "`dcgmi health --check` failing to connect after the host engine answered earlier",
+		},
+		{
+			Name: "DCGMDiagnosticFailure", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
+			QuietPeriod: time.Duration(2700000000000),
+			Description: "A test of a DCGM diagnostic run that a NodeDiagnostic requested failed. A failure whose every error DCGM grades MONITOR or CONFIG (the GPU can still run work) is a Warning.",
+			Detects:     "`dcgmi diag --run LEVEL --json` results with status Fail (a NodeDiagnostic's gpuDiagnostic)",
+		},
+		{
+			Name: "DCGMFieldError112", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "DCGM's clocks event reasons of a GPU (field 112, DCGM_FI_DEV_CLOCKS_EVENT_REASONS) show a hardware slowdown: thermal, power brake, or the slowdown of the power fast trigger.",
+			Detects:     "`dcgmi dmon --field-id 112 --count 1` with bit 0x8, 0x40 or 0x80 set",
+		},
+		{
+			Name: "DCGMHealthCode1", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The DCGM health watch reported a problem whose message nodemend does not recognize (a DCGM newer than 4.6, or a message format nodemend does not know). Reported with DCGM's own text, at the severity DCGM gave it.",
+			Detects:     "`dcgmi health --check --json` incident whose message matches no DCGM 4.6 message format",
+		},
+		{
+			Name: "DCGMHealthCode3", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU's PCIe link retries packets faster than DCGM's limit (replays per minute): a degraded link, riser or slot.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_PCI_REPLAY_RATE (3)",
+		},
+		{
+			Name: "DCGMHealthCode4", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU reported uncorrectable (double-bit) ECC errors since the driver loaded; its memory cannot be trusted until the GPU is reset.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_VOLATILE_DBE_DETECTED (4)",
+		},
+		{
+			Name: "DCGMHealthCode6", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU has a memory page waiting to be retired; it takes effect at the next GPU reset. The GPU keeps working.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_PENDING_PAGE_RETIREMENTS (6)",
+		},
+		{
+			Name: "DCGMHealthCode7", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU has retired as many memory pages as DCGM allows: its memory is wearing out.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_RETIRED_PAGES_LIMIT (7)",
+		},
+		{
+			Name: "DCGMHealthCode8", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU retired many pages for uncorrectable errors, more than one of them in the past week.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_RETIRED_PAGES_DBE_LIMIT (8)",
+		},
+		{
+			Name: "DCGMHealthCode9", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU's InfoROM (its on-board configuration and error store) is corrupt; it needs reflashing.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_CORRUPT_INFOROM (9)",
+		},
+		{
+			Name: "DCGMHealthCode10", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU slowed its clocks because of a thermal violation.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_CLOCKS_EVENT_THERMAL (10)",
+		},
+		{
+			Name: "DCGMHealthCode11", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "DCGM cannot read a GPU's power draw reliably.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_POWER_UNREADABLE (11)",
+		},
+		{
+			Name: "DCGMHealthCode12", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU slowed its clocks because of a power violation.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_CLOCKS_EVENT_POWER (12)",
+		},
+		{
+			Name: "DCGMHealthCode13", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU's NVLink counted more errors than DCGM's threshold in the watch window; the link still works.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_ERROR_THRESHOLD (13)",
+		},
+		{
+			Name: "DCGMHealthCode14", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "An NVLink of a GPU is down.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_DOWN (14)",
+		},
+		{
+			Name: "DCGMHealthCode15", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "An NVSwitch link reported fatal errors.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVSWITCH_FATAL_ERROR (15)",
+		},
+		{
+			Name: "DCGMHealthCode16", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "An NVSwitch link reported non-fatal errors.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVSWITCH_NON_FATAL_ERROR (16)",
+		},
+		{
+			Name: "DCGMHealthCode33", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A DCGM field that must stay at zero is not: the GPU's fabric health shows an unhealthy route, degraded bandwidth, a recovery or a wrong configuration (failures), or a ConnectX adapter reports errors (uncorrectable fatal errors fail; health status and non-fatal errors warn).",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FIELD_VIOLATION (33)",
+		},
+		{
+			Name: "DCGMHealthCode36", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A CPU of the node is above DCGM's temperature or power threshold: over the warning temperature (warning), over the critical temperature or the power limit (failure).",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FIELD_THRESHOLD_DBL (36)",
+		},
+		{
+			Name: "DCGMHealthCode52", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "DCGM found faulty memory elements on a GPU that cannot be repaired in place.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FAULTY_MEMORY (52)",
+		},
+		{
+			Name: "DCGMHealthCode70", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU's NVLink sees more than 100 CRC errors per second.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD (70)",
+		},
+		{
+			Name: "DCGMHealthCode71", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU's NVLink counted errors of a kind that should never occur (replay, recovery, or on Blackwell a failed recovery). Counts of the pre-Blackwell lifetime counters (CRC, recovery, replay) only reset with the GPU, so they are reported as Warnings: they say the link once erred, not that it fails now.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_ERROR_CRITICAL (71)",
+		},
+		{
+			Name: "DCGMHealthCode80", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU had uncorrectable memory errors and could not remap the row: the memory is damaged.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_ROW_REMAP_FAILURE (80)",
+		},
+		{
+			Name: "DCGMHealthCode81", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU had an uncontained memory error (XID 95): every application on it is affected and the GPU must be reset.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_UNCONTAINED_ERROR (81)",
+		},
+		{
+			Name: "DCGMHealthCode101", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "DCGM saw an XID on a GPU. The XIDs DCGM treats as devastating (48, 74, 119, 120, 140) keep DCGM's failure; the others (per-subsystem XIDs such as 13, 31, 43) are Warnings.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_XID_ERROR (101)",
+		},
+		{
+			Name: "DCGMHealthCode119", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU's NVLink effective bit error rate is above DCGM's threshold.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_EFFECTIVE_BER_THRESHOLD (119)",
+		},
+		{
+			Name: "DCGMHealthCode120", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU fell off the PCIe bus (XID 79); only a reboot, often a power cycle, brings it back.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FALLEN_OFF_BUS (120)",
+		},
+		{
+			Name: "DCGMHealthCode121", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU's NVLink symbol bit error rate is above DCGM's threshold.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_SYMBOL_BER_THRESHOLD (121)",
+		},
+		{
+			Name: "DCGMHealthCode122", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "The IMEX domain or daemon of a multi-node NVLink system is unhealthy. DCGM grades it a failure; nodemend reports an Event, as the EKS agent does not repair for it: the daemon is a service to restart, not a broken node.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_IMEX_UNHEALTHY (122)",
+		},
+		{
+			Name: "DCGMHealthCode123", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "DCGM reports the GPU fabric manager state as not started, in progress, failed or unknown. Reported as an Event: DCGM fails states that are no hardware fault, and the NVML fabric check raises NvidiaFabricError when training failed.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FABRIC_PROBE_STATE (123)",
+		},
+		{
+			Name: "DCGMHealthCode125", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The driver says a GPU needs a reset to recover from a fault.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_GPU_RECOVERY_RESET (125)",
+		},
+		{
+			Name: "DCGMHealthCode126", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "The driver says a GPU fault may have left the OS inconsistent: the node needs a reboot.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_GPU_RECOVERY_REBOOT (126)",
+		},
+		{
+			Name: "DCGMHealthCode127", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "The driver asks for a GPU's peer-to-peer traffic to be quiesced.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_GPU_RECOVERY_DRAIN_P2P (127)",
+		},
+		{
+			Name: "DCGMHealthCode128", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Description: "A GPU runs at reduced capacity after a fault: drain it and reset it.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_GPU_RECOVERY_DRAIN_RESET (128)",
+		},
+		{
+			Name: "DCGMHealthCode131", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU had a contained memory error: only the application that touched the memory must restart.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_CONTAINED_ERROR (131)",
+		},
+		{
+			Name: "DCGMHealthCode132", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "check",
+			Description: "A GPU has remapped more rows for uncorrectable errors than DCGM's limit: plan its replacement.",
+			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_UNCORRECTABLE_ROW_REMAP_LIMIT (132)",
 		},
 		{
 			Name: "NeuronDMAError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
