@@ -26,11 +26,13 @@ import (
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
+	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"
 	"nodemend.dev/nodemend/pkg/rules"
 )
@@ -57,6 +59,9 @@ type Options struct {
 	// NVML opens the NVIDIA management library for the nvidia monitor; nil
 	// means the real library (pkg/monitors/nvidia/nvmllib). Tests inject a fake.
 	NVML nvidia.Opener
+	// Commands runs the host tools of the monitors (DCGM's dcgmi); nil means
+	// real processes. Tests script them.
+	Commands dcgm.Runner
 	// AppliesPoll is how often monitors of hardware a node may lack (GPUs)
 	// re-check whether they apply (default 1m): a driver installed after the
 	// agent starts is picked up.
@@ -85,6 +90,11 @@ type Agent struct {
 	applyMu sync.Mutex
 
 	errOnce reportOnce
+
+	// dcgm is the DCGM source, kept across pipeline rebuilds while its
+	// settings stay: it remembers whether a host engine has answered.
+	dcgmMu sync.Mutex
+	dcgm   *dcgmSource
 }
 
 // New validates opts and builds an agent.
@@ -106,6 +116,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.NVML == nil {
 		opts.NVML = nvmllib.Open
+	}
+	if opts.Commands == nil {
+		opts.Commands = command.Exec{}
 	}
 	if opts.AppliesPoll <= 0 {
 		opts.AppliesPoll = time.Minute
@@ -288,7 +301,7 @@ func (p *pipeline) stop() {
 func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, error) {
 	env := monitor.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
 	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
-	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels())
+	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgmSource(c.Monitors.Nvidia.DCGM))
 	p.monitors = applicable(ctx, p.candidates)
 	var all []logline.Rule
 	for _, m := range p.monitors {
@@ -337,7 +350,7 @@ func (a *Agent) handleLine(line logline.Line) {
 // report publishes a log- or stream-derived finding under p's config.
 func (a *Agent) report(p *pipeline, f monitor.Finding) {
 	if r, on := p.cfg.Effective(f.Reason); on {
-		a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
+		a.exporter.Report(exporter.Detection{Reason: f.Effective(r), Finding: f})
 	}
 }
 
@@ -361,7 +374,7 @@ func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
 		var ds []exporter.Detection
 		for _, f := range findings {
 			if r, on := cfg.Effective(f.Reason); on {
-				ds = append(ds, exporter.Detection{Reason: r, Finding: f})
+				ds = append(ds, exporter.Detection{Reason: f.Effective(r), Finding: f})
 			}
 		}
 		a.exporter.ReportCheck(chk.Reasons, ds)

@@ -9,6 +9,7 @@ import (
 	"nodemend.dev/nodemend/pkg/monitors/networking"
 	"nodemend.dev/nodemend/pkg/monitors/neuron"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 	"nodemend.dev/nodemend/pkg/monitors/runtime"
 	"nodemend.dev/nodemend/pkg/monitors/storage"
 )
@@ -16,7 +17,7 @@ import (
 // buildMonitors constructs the enabled monitors. This is the one place that
 // knows every monitor kind; a disabled monitor is simply not built, so its
 // condition is removed and nothing more is written for it.
-func buildMonitors(c config.Config, env monitor.Env, opts Options, pods podCache, labels accel.NodeLabels) []monitor.Monitor {
+func buildMonitors(c config.Config, env monitor.Env, opts Options, pods podCache, labels accel.NodeLabels, dcgmSrc *dcgm.Source) []monitor.Monitor {
 	var ms []monitor.Monitor
 	if k := c.Monitors.Kernel; *k.Enabled {
 		ms = append(ms, kernel.New(env, kernel.Options{
@@ -64,6 +65,8 @@ func buildMonitors(c config.Config, env monitor.Env, opts Options, pods podCache
 			Expect:      expectOptions(n.AcceleratorMonitor, accel.NvidiaGPUs),
 			NodeLabels:  labels,
 			CheckPeriod: n.CheckInterval.Duration,
+			DCGM:        dcgmSrc,
+			DCGMPeriod:  n.DCGM.CheckInterval.Duration,
 		}))
 	}
 	if n := c.Monitors.Neuron; *n.Enabled {

@@ -25,6 +25,20 @@ type Finding struct {
 	// Subject optionally names what the finding is about (a pod, a unit, a CPU),
 	// so that events about different subjects are not merged.
 	Subject string
+	// Severity, when set, lowers the reason's effective severity for this
+	// one detection: a source that grades each detection itself (DCGM's
+	// health watch reports the same code as a warning or a failure) makes
+	// its warnings Events. It never raises the severity.
+	Severity health.Severity
+}
+
+// Effective is the registry entry f is reported under: r (the reason with
+// the config's overrides) lowered to f's own severity, if it has one.
+func (f Finding) Effective(r health.Reason) health.Reason {
+	if f.Severity.Valid() && f.Severity.AtMost(r.Severity) {
+		r.Severity = f.Severity
+	}
+	return r
 }
 
 // Check is a periodic check. Run gathers its input (the only I/O) and evaluates

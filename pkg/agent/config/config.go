@@ -141,6 +141,30 @@ type NvidiaMonitor struct {
 	// filesystem (not under the host root: the dynamic loader resolves it).
 	// Empty means libnvidia-ml.so.1 from the loader's search path.
 	NVMLLibrary string `json:"nvmlLibrary,omitempty"`
+	// DCGM reads NVIDIA DCGM's health watches where a host engine runs.
+	DCGM DCGMConfig `json:"dcgm"`
+}
+
+// DCGMConfig configures the nvidia monitor's DCGM source
+// (docs/accelerators.md, "DCGM"): health watches read through the dcgmi
+// tool, and the GPU diagnostics a NodeDiagnostic asks for. DCGM is never
+// required: a node without a host engine writes nothing for it.
+type DCGMConfig struct {
+	// Mode is auto (use DCGM when a host engine answers; DCGMError only when
+	// one that answered stops), required (no host engine at all is
+	// DCGMError) or off (never run dcgmi).
+	Mode string `json:"mode,omitempty"`
+	// Dcgmi is the dcgmi tool in the agent's own filesystem: a name looked
+	// up in PATH, or an absolute path. It needs DCGM's libraries beside it
+	// (the datacenter-gpu-manager package, or an image that ships it).
+	Dcgmi string `json:"dcgmi,omitempty"`
+	// HostEngine is the nv-hostengine dcgmi connects to (its --host):
+	// host, host:port, or unix:///path for a socket. Empty means
+	// localhost:5555, where the GPU operator's and the DCGM packages'
+	// host engines listen.
+	HostEngine string `json:"hostEngine,omitempty"`
+	// CheckInterval is the period of the health watch and field checks.
+	CheckInterval Duration `json:"checkInterval,omitempty"`
 }
 
 // ReasonConfig overrides one reason.
@@ -193,6 +217,13 @@ type ExporterConfig struct {
 	Coalesce Duration `json:"coalesce,omitempty"`
 }
 
+// DCGM modes.
+const (
+	DCGMAuto     = "auto"
+	DCGMRequired = "required"
+	DCGMOff      = "off"
+)
+
 // Journal modes.
 const (
 	JournalCtl  = "journalctl"
@@ -213,7 +244,8 @@ func Default() Config {
 			Storage: StorageMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}, ProbeTimeout: Duration{10 * time.Second},
 				Filesystems: []string{"/", "/var/lib/kubelet", "/var/lib/containerd"}, ProbeDir: "/var/lib/nodemend/probe"},
 			Nvidia: NvidiaMonitor{AcceleratorMonitor: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
-				ExpectedCountLabel: "nodemend.dev/expected-gpu-count", InstanceTypeTable: &on}},
+				ExpectedCountLabel: "nodemend.dev/expected-gpu-count", InstanceTypeTable: &on},
+				DCGM: DCGMConfig{Mode: DCGMAuto, Dcgmi: "dcgmi", CheckInterval: Duration{time.Minute}}},
 			Neuron: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
 				ExpectedCountLabel: "nodemend.dev/expected-neuron-device-count", InstanceTypeTable: &on},
 			AMDGPU: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
@@ -251,6 +283,7 @@ func (c *Config) fillDefaults(d Config) {
 	c.Monitors.Networking.fillDefaults(d.Monitors.Networking)
 	c.Monitors.Storage.fillDefaults(d.Monitors.Storage)
 	c.Monitors.Nvidia.AcceleratorMonitor.fillDefaults(d.Monitors.Nvidia.AcceleratorMonitor)
+	c.Monitors.Nvidia.DCGM.fillDefaults(d.Monitors.Nvidia.DCGM)
 	c.Monitors.Neuron.fillDefaults(d.Monitors.Neuron)
 	c.Monitors.AMDGPU.fillDefaults(d.Monitors.AMDGPU)
 	setBool(&c.Sources.Kmsg.Enabled, d.Sources.Kmsg.Enabled)
@@ -268,6 +301,12 @@ func (m *AcceleratorMonitor) fillDefaults(d AcceleratorMonitor) {
 	setDur(&m.CheckInterval, d.CheckInterval)
 	setStr(&m.ExpectedCountLabel, d.ExpectedCountLabel)
 	setBool(&m.InstanceTypeTable, d.InstanceTypeTable)
+}
+
+func (m *DCGMConfig) fillDefaults(d DCGMConfig) {
+	setStr(&m.Mode, d.Mode)
+	setStr(&m.Dcgmi, d.Dcgmi)
+	setDur(&m.CheckInterval, d.CheckInterval)
 }
 
 func (m *NetworkingMonitor) fillDefaults(d NetworkingMonitor) {
@@ -327,6 +366,7 @@ func (c Config) Validate() error {
 		"monitors.storage.checkInterval":          c.Monitors.Storage.CheckInterval,
 		"monitors.storage.probeTimeout":           c.Monitors.Storage.ProbeTimeout,
 		"monitors.nvidia.checkInterval":           c.Monitors.Nvidia.CheckInterval,
+		"monitors.nvidia.dcgm.checkInterval":      c.Monitors.Nvidia.DCGM.CheckInterval,
 		"monitors.neuron.checkInterval":           c.Monitors.Neuron.CheckInterval,
 		"monitors.amdgpu.checkInterval":           c.Monitors.AMDGPU.CheckInterval,
 		"exporter.heartbeat":                      c.Exporter.Heartbeat,
@@ -337,6 +377,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.Monitors.Networking.validate()...)
 	errs = append(errs, c.Monitors.Storage.validate()...)
+	errs = append(errs, c.Monitors.Nvidia.DCGM.validate()...)
 	if c.Exporter.Coalesce.Duration < 0 || c.Exporter.Coalesce.Duration > time.Second {
 		errs = append(errs, fmt.Errorf("exporter.coalesce: %v must be between 0 and 1s", c.Exporter.Coalesce.Duration))
 	}
@@ -461,6 +502,31 @@ func validHostPort(s string, needPort bool) bool {
 	}
 	n, err := strconv.Atoi(port)
 	return err == nil && n >= 1 && n <= 65535
+}
+
+func (m DCGMConfig) validate() []error {
+	var errs []error
+	switch m.Mode {
+	case DCGMAuto, DCGMRequired, DCGMOff:
+	default:
+		errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.mode: %q is not auto, required or off", m.Mode))
+	}
+	// Both end up as arguments of a command: an option-like value would be
+	// read as another option.
+	if strings.HasPrefix(m.Dcgmi, "-") || strings.ContainsAny(m.Dcgmi, " \t\n") ||
+		(strings.Contains(m.Dcgmi, "/") && !filepath.IsAbs(m.Dcgmi)) {
+		errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.dcgmi: %q must be a command name or an absolute path", m.Dcgmi))
+	}
+	if h := m.HostEngine; h != "" {
+		if strings.HasPrefix(h, "unix://") {
+			if !filepath.IsAbs(strings.TrimPrefix(h, "unix://")) {
+				errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.hostEngine: %q must be unix:// followed by an absolute socket path", h))
+			}
+		} else if strings.HasPrefix(h, "-") || !validHostPort(h, false) {
+			errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.hostEngine: %q is not host, host:port or unix:///path", h))
+		}
+	}
+	return errs
 }
 
 func (m StorageMonitor) validate() []error {

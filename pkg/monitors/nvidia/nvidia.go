@@ -7,7 +7,9 @@
 //   - NVML (through the Driver interface): an event set pushes XID critical
 //     errors and double-bit ECC errors as they happen, and periodic checks
 //     read device counts, ECC, row remapping, clocks event reasons, NVLink,
-//     GPU fabric health and PCIe replays.
+//     GPU fabric health and PCIe replays;
+//   - DCGM, where a host engine runs (package dcgm): its health watches and
+//     fields, read periodically. Never required.
 //
 // The monitor applies only to nodes with NVIDIA GPUs (/dev/nvidiaN device
 // nodes, or an NVML that sees devices); elsewhere the agent does not run it
@@ -29,6 +31,7 @@ import (
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
 // Name is the registry monitor name.
@@ -52,6 +55,11 @@ type Options struct {
 	NodeLabels accel.NodeLabels
 	// CheckPeriod is the period of the checks.
 	CheckPeriod time.Duration
+	// DCGM reads DCGM's health watches; nil runs without DCGM. The source
+	// outlives the monitor (it remembers whether a host engine answered).
+	DCGM *dcgm.Source
+	// DCGMPeriod is the period of the DCGM checks (default CheckPeriod).
+	DCGMPeriod time.Duration
 }
 
 // Monitor implements monitor.Monitor for NVIDIA GPUs.
@@ -77,6 +85,9 @@ func New(env monitor.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
 	if opts.CheckPeriod <= 0 {
 		opts.CheckPeriod = DefaultCheckPeriod
+	}
+	if opts.DCGMPeriod <= 0 {
+		opts.DCGMPeriod = opts.CheckPeriod
 	}
 	return &Monitor{env: env, opts: opts, devices: map[string]deviceState{}}
 }
@@ -169,7 +180,7 @@ func (m *Monitor) Stream(ctx context.Context, report func(monitor.Finding)) erro
 // Checks implements monitor.Monitor.
 func (m *Monitor) Checks() []monitor.Check {
 	p := m.opts.CheckPeriod
-	return []monitor.Check{
+	checks := []monitor.Check{
 		{
 			Name:    "nvidia-device-count",
 			Period:  p,
@@ -192,6 +203,31 @@ func (m *Monitor) Checks() []monitor.Check {
 			Reasons: []string{health.ReasonFabricManagerNotRunning},
 			Run:     m.runFabricManager,
 		},
+	}
+	if src := m.opts.DCGM; src != nil {
+		checks = append(checks,
+			monitor.Check{Name: "nvidia-dcgm-health", Period: m.opts.DCGMPeriod, Reasons: dcgm.HealthReasons(),
+				Run: m.dcgmCheck(src.CheckHealth)},
+			monitor.Check{Name: "nvidia-dcgm-fields", Period: m.opts.DCGMPeriod, Reasons: dcgm.FieldReasons(),
+				Run: m.dcgmCheck(src.CheckFields)},
+		)
+	}
+	return checks
+}
+
+// dcgmCheck adapts a DCGM source check to a monitor check.
+func (m *Monitor) dcgmCheck(run func(context.Context) ([]dcgm.Finding, error)) func(context.Context) ([]monitor.Finding, error) {
+	return func(ctx context.Context) ([]monitor.Finding, error) {
+		fs, err := run(ctx)
+		if err != nil || len(fs) == 0 {
+			return nil, err
+		}
+		now := m.env.Clock.Now()
+		out := make([]monitor.Finding, 0, len(fs))
+		for _, f := range fs {
+			out = append(out, monitor.Finding{Reason: f.Reason, Message: f.Message, Subject: f.Subject, Severity: f.Severity, Observed: now})
+		}
+		return out, nil
 	}
 }
 

@@ -64,7 +64,7 @@ func (c *Client) Installed() error {
 		return fmt.Errorf("%w: no command runner", ErrNotInstalled)
 	}
 	if _, err := c.Runner.LookPath(c.tool()); err != nil {
-		return fmt.Errorf("%w (%s): %v", ErrNotInstalled, c.tool(), err)
+		return fmt.Errorf("%w: %v", ErrNotInstalled, err)
 	}
 	return nil
 }

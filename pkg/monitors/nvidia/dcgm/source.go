@@ -168,6 +168,9 @@ func (s *Source) unavailable(cause error) ([]Finding, error) {
 	s.mu.Unlock()
 	if seen || s.mode == Required {
 		msg := fmt.Sprintf("DCGM host engine %s does not answer: %v", s.api.Where(), cause)
+		if errors.Is(cause, ErrNotInstalled) {
+			msg = fmt.Sprintf("DCGM is required on this node but %v", cause)
+		}
 		if seen {
 			msg = fmt.Sprintf("DCGM host engine %s answered earlier and now does not: %v", s.api.Where(), cause)
 		}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDCGMDefaultsAndOverrides(t *testing.T) {
+	d := Default().Monitors.Nvidia.DCGM
+	if d.Mode != DCGMAuto || d.Dcgmi != "dcgmi" || d.HostEngine != "" || d.CheckInterval.Duration != time.Minute {
+		t.Fatalf("defaults: %+v", d)
+	}
+	c, err := Parse([]byte(`
+monitors:
+  nvidia:
+    dcgm:
+      mode: required
+      dcgmi: /opt/dcgm/bin/dcgmi
+      hostEngine: unix:///run/nvidia-dcgm/nv-hostengine.sock
+      checkInterval: 2m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Monitors.Nvidia.DCGM
+	if g.Mode != DCGMRequired || g.Dcgmi != "/opt/dcgm/bin/dcgmi" || g.HostEngine != "unix:///run/nvidia-dcgm/nv-hostengine.sock" || g.CheckInterval.Duration != 2*time.Minute {
+		t.Fatalf("overrides: %+v", g)
+	}
+	for _, h := range []string{"10.0.0.7", "nvidia-dcgm.gpu-operator.svc:5555", "[fd00::1]:5555"} {
+		if _, err := Parse([]byte("monitors:\n  nvidia:\n    dcgm:\n      hostEngine: \"" + h + "\"\n")); err != nil {
+			t.Errorf("hostEngine %q: %v", h, err)
+		}
+	}
+}
+
+func TestDCGMRejects(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"monitors:\n  nvidia:\n    dcgm:\n      mode: sometimes\n":          `monitors.nvidia.dcgm.mode: "sometimes" is not auto, required or off`,
+		"monitors:\n  nvidia:\n    dcgm:\n      dcgmi: bin/dcgmi\n":         "must be a command name or an absolute path",
+		"monitors:\n  nvidia:\n    dcgm:\n      dcgmi: --help\n":            "must be a command name or an absolute path",
+		"monitors:\n  nvidia:\n    dcgm:\n      hostEngine: --version\n":    "is not host, host:port or unix:///path",
+		"monitors:\n  nvidia:\n    dcgm:\n      hostEngine: \"a b:5555\"\n": "is not host, host:port or unix:///path",
+		"monitors:\n  nvidia:\n    dcgm:\n      hostEngine: unix://sock\n":  "unix:// followed by an absolute socket path",
+		"monitors:\n  nvidia:\n    dcgm:\n      checkInterval: 10ms\n":      "monitors.nvidia.dcgm.checkInterval: 10ms is below the 1s minimum",
+		"monitors:\n  nvidia:\n    dcgm:\n      diagnostics: true\n":        `unknown field "diagnostics"`,
+		"reasons:\n  DCGMHealthCode3: {severity: Fatal}\n":                  "may only be lowered from Warning, not raised to Fatal",
+		"reasons:\n  DCGMHealthCode999: {disabled: true}\n":                 "unknown reason",
+	} {
+		if _, err := Parse([]byte(yaml)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want error containing %q, got %v", yaml, want, err)
+		}
+	}
+	if _, err := Parse([]byte("reasons:\n  DCGMHealthCode4: {severity: Warning}\n  DCGMError: {disabled: true}\n")); err != nil {
+		t.Fatalf("lowering and disabling DCGM reasons is allowed: %v", err)
+	}
+}

@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/agent/metrics"
+	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvidiafake"
+)
+
+// dcgmFixture is one of the dcgmi outputs of pkg/monitors/nvidia/dcgm.
+func dcgmFixture(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile("../monitors/nvidia/dcgm/testdata/health/" + name + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// startDCGMAgent runs an agent on an NVIDIA node (two GPUs, fake NVML) whose
+// host tools are scripted.
+func startDCGMAgent(t *testing.T, cfg string, tools *command.Script) *running {
+	t.Helper()
+	root := hostroot.New(t).WithProc().WithNvidiaGPUs(2)
+	node := fmt.Sprintf("dcgm-node-%d", seq.Add(1))
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root.AppendKmsg()
+	root.AppendJournal()
+	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+cfg)
+	m := metrics.NewAgent()
+	a, err := New(Options{
+		Client: client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
+		NVML: nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), AppliesPoll: 100 * time.Millisecond, Commands: tools,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{t: t, node: node, root: root, metrics: m, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-r.done; err != nil {
+			t.Errorf("agent returned %v", err)
+		}
+	})
+	return r
+}
+
+const fastDCGM = "monitors:\n  nvidia:\n    dcgm:\n      checkInterval: 1s\n"
+
+func (r *running) dcgmEvents() []corev1.Event {
+	r.t.Helper()
+	evs, err := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", r.node).String(),
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range evs.Items {
+		if strings.HasPrefix(e.Reason, "DCGM") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A GPU node without DCGM runs the same agent: the nvidia monitor's
+// condition is there, nothing of DCGM is, and no dcgmi subcommand beyond the
+// lookup is attempted after the tool is found missing.
+func TestGPUNodeWithoutDCGM(t *testing.T) {
+	for name, tools := range map[string]*command.Script{
+		"no dcgmi":       command.NewScript(),
+		"no host engine": command.NewScript().Set("dcgmi *", command.Result{Stdout: "Error: unable to establish a connection to the specified host: localhost\n", Err: errors.New("exit status 235")}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := startDCGMAgent(t, fastDCGM, tools)
+			r.waitNode("AcceleratedHardwareReady True", is(health.AcceleratedHardwareReady, corev1.ConditionTrue, health.HealthyNvidiaGPUIsReady))
+			time.Sleep(2500 * time.Millisecond) // two DCGM check periods
+			n := r.waitNode("", func(*corev1.Node) bool { return true })
+			if c := condition(n, health.AcceleratedHardwareReady); c.Status != corev1.ConditionTrue || c.Reason != health.HealthyNvidiaGPUIsReady {
+				t.Fatalf("condition %+v", c)
+			}
+			if evs := r.dcgmEvents(); len(evs) != 0 {
+				t.Fatalf("DCGM events on a node without DCGM: %+v", evs)
+			}
+		})
+	}
+}
+
+// With a host engine: a failure DCGM grades Failure turns the condition
+// False with the EKS reason, a warning is an Event, recovery clears it, and
+// losing the engine is DCGMError.
+func TestDCGMHealthReachesTheNode(t *testing.T) {
+	tools := command.NewScript().
+		Set("dcgmi health --set a", command.Result{Stdout: "Health monitor systems set successfully.\n"}).
+		Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "pass")}).
+		Set("dcgmi dmon --field-id 112 --count 1", command.Result{Stdout: "#Entity   DVCCTR\nID\nGPU 0   0\nGPU 1   0\n"})
+	r := startDCGMAgent(t, fastDCGM, tools)
+	r.waitNode("AcceleratedHardwareReady True", is(health.AcceleratedHardwareReady, corev1.ConditionTrue, health.HealthyNvidiaGPUIsReady))
+
+	tools.Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "pcie-warn"), Err: errors.New("exit status 1")})
+	ev := r.waitEvent("DCGMHealthCode3")
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "PCIe replays") {
+		t.Fatalf("event %+v", ev)
+	}
+	if c := condition(r.waitNode("", func(*corev1.Node) bool { return true }), health.AcceleratedHardwareReady); c.Status != corev1.ConditionTrue {
+		t.Fatalf("a DCGM warning changed the condition: %+v", c)
+	}
+
+	tools.Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "all-fail"), Err: errors.New("exit status 1")})
+	n := r.waitNode("AcceleratedHardwareReady False", func(n *corev1.Node) bool {
+		c := condition(n, health.AcceleratedHardwareReady)
+		return c != nil && c.Status == corev1.ConditionFalse && strings.HasPrefix(c.Reason, "DCGMHealthCode")
+	})
+	c := condition(n, health.AcceleratedHardwareReady)
+	if c.Reason != "DCGMHealthCode120" && c.Reason != "DCGMHealthCode101" && c.Reason != "DCGMHealthCode81" {
+		t.Fatalf("reason %s (%s)", c.Reason, c.Message)
+	}
+
+	tools.Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "pass")})
+	r.waitNode("recovered", is(health.AcceleratedHardwareReady, corev1.ConditionTrue, health.HealthyNvidiaGPUIsReady))
+
+	tools.Set("dcgmi health --check --json", command.Result{Stdout: "Error: unable to establish a connection to the specified host: localhost\n", Err: errors.New("exit status 235")}).
+		Set("dcgmi health --set a", command.Result{Stdout: "Error: unable to establish a connection to the specified host: localhost\n", Err: errors.New("exit status 235")})
+	n = r.waitNode("DCGMError", is(health.AcceleratedHardwareReady, corev1.ConditionFalse, health.ReasonDCGMError))
+	if msg := condition(n, health.AcceleratedHardwareReady).Message; !strings.Contains(msg, "answered earlier") {
+		t.Fatalf("message %q", msg)
+	}
+}
+
+// A config reload keeps the DCGM source (and its memory of a host engine
+// that answered) unless the settings that reach dcgmi change.
+func TestDCGMSourceSurvivesReloads(t *testing.T) {
+	a := &Agent{opts: Options{Commands: command.NewScript(), Log: testr.New(t)}}
+	cfg := func(mode, host string, every time.Duration) config.DCGMConfig {
+		return config.DCGMConfig{Mode: mode, Dcgmi: "dcgmi", HostEngine: host, CheckInterval: config.Duration{Duration: every}}
+	}
+	s1 := a.dcgmSource(cfg(config.DCGMAuto, "", time.Minute))
+	if s1 == nil || a.dcgmClient() == nil {
+		t.Fatal("no source")
+	}
+	if a.dcgmSource(cfg(config.DCGMAuto, "", 2*time.Minute)) != s1 {
+		t.Error("a new check interval replaced the source")
+	}
+	if a.dcgmSource(cfg(config.DCGMAuto, "10.0.0.1:5555", time.Minute)) == s1 {
+		t.Error("a new host engine kept the source")
+	}
+	if a.dcgmSource(cfg(config.DCGMOff, "", time.Minute)) != nil || a.dcgmClient() != nil {
+		t.Error("mode off still has a source")
+	}
+}
