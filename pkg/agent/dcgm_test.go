@@ -14,12 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"nodemend.dev/nodemend/internal/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvidiafake"
 )
 
 // dcgmFixture is one of the dcgmi outputs of pkg/monitors/nvidia/dcgm.
