@@ -1110,5 +1110,20 @@ func families() []Family {
 			Description: "Every Warning NVIDIA XID reason (NvidiaXID<N>Warning), and NvidiaXIDWarning itself, the XIDs nodemend's table does not classify.",
 			Members:     []string{"NvidiaXID13Warning", "NvidiaXID31Warning", "NvidiaXID32Warning", "NvidiaXID43Warning", "NvidiaXID45Warning", "NvidiaXID61Warning", "NvidiaXID63Warning", "NvidiaXID68Warning", "NvidiaXID69Warning", "NvidiaXID92Warning", "NvidiaXID94Warning", "NvidiaXID121Warning", "NvidiaXID137Warning", "NvidiaXID154Warning", "NvidiaXIDWarning"},
 		},
+		{
+			Name: "DCGMHealthCode", Condition: "AcceleratedHardwareReady", Template: "DCGMHealthCode%d",
+			Description: "Every DCGM health watch reason (DCGMHealthCode<N>, N the DCGM error code), whether the detection was Fatal or a Warning.",
+			Members:     []string{"DCGMHealthCode1", "DCGMHealthCode3", "DCGMHealthCode4", "DCGMHealthCode6", "DCGMHealthCode7", "DCGMHealthCode8", "DCGMHealthCode9", "DCGMHealthCode10", "DCGMHealthCode11", "DCGMHealthCode12", "DCGMHealthCode13", "DCGMHealthCode14", "DCGMHealthCode15", "DCGMHealthCode16", "DCGMHealthCode33", "DCGMHealthCode36", "DCGMHealthCode52", "DCGMHealthCode70", "DCGMHealthCode71", "DCGMHealthCode80", "DCGMHealthCode81", "DCGMHealthCode101", "DCGMHealthCode119", "DCGMHealthCode120", "DCGMHealthCode121", "DCGMHealthCode122", "DCGMHealthCode123", "DCGMHealthCode125", "DCGMHealthCode126", "DCGMHealthCode127", "DCGMHealthCode128", "DCGMHealthCode131", "DCGMHealthCode132"},
+		},
+		{
+			Name: "DCGMHealthCodeFatal", Condition: "AcceleratedHardwareReady", Template: "DCGMHealthCode%d",
+			Description: "The DCGM health codes that can be Fatal (the EKS agent's Fatal health codes): those DCGM can grade a failure of the node. A detection DCGM grades a warning stays an Event.",
+			Members:     []string{"DCGMHealthCode1", "DCGMHealthCode4", "DCGMHealthCode7", "DCGMHealthCode8", "DCGMHealthCode14", "DCGMHealthCode15", "DCGMHealthCode33", "DCGMHealthCode36", "DCGMHealthCode52", "DCGMHealthCode70", "DCGMHealthCode71", "DCGMHealthCode80", "DCGMHealthCode81", "DCGMHealthCode101", "DCGMHealthCode119", "DCGMHealthCode120", "DCGMHealthCode121", "DCGMHealthCode125", "DCGMHealthCode126", "DCGMHealthCode128"},
+		},
+		{
+			Name: "DCGMFieldError", Condition: "AcceleratedHardwareReady", Template: "DCGMFieldError%d",
+			Description: "Every DCGM field reason (DCGMFieldError<N>, N the DCGM field id).",
+			Members:     []string{"DCGMFieldError112"},
+		},
 	}
 }

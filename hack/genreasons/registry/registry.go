@@ -54,7 +54,10 @@ type Family struct {
 	// Template is the member names with %d standing for a decimal number,
 	// e.g. NvidiaXID%dError. A reason called like the family itself is a
 	// member too (the catch-all NvidiaXIDWarning).
-	Template    string `json:"template"`
+	Template string `json:"template"`
+	// Severity, when set, keeps only the members of that registry severity
+	// (DCGMHealthCodeFatal: the DCGMHealthCode<N> that can be Fatal).
+	Severity    string `json:"severity,omitempty"`
 	Description string `json:"description"`
 }
 
@@ -62,6 +65,9 @@ type Family struct {
 func (f *File) members(fam Family) []Reason {
 	var out []Reason
 	for _, r := range f.Reasons {
+		if fam.Severity != "" && r.Severity != fam.Severity {
+			continue
+		}
 		if r.Name == fam.Name || matchesTemplate(fam.Template, r.Name) {
 			out = append(out, r)
 		}
@@ -180,6 +186,9 @@ func (f *File) validateFamilies(reasons map[string]bool) []error {
 		}
 		if strings.TrimSpace(fam.Description) == "" {
 			errs = append(errs, fmt.Errorf("%s: description is required", where))
+		}
+		if fam.Severity != "" && !health.Severity(fam.Severity).Valid() {
+			errs = append(errs, fmt.Errorf("%s: severity %q is not Fatal, Warning or Info", where, fam.Severity))
 		}
 		ms := f.members(fam)
 		if len(ms) == 0 {

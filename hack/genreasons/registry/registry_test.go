@@ -130,6 +130,8 @@ reasons:
 		"mixed conditions": {`{name: AnyWarning, template: "%dWarning", description: d}`, ""},
 		"duplicate":        {`{name: SoftLockup, template: "NvidiaXID%dError", description: d}` + "\n  - " + `{name: SoftLockup, template: "NvidiaXID%dError", description: d}`, "duplicate"},
 		"no description":   {`{name: NvidiaXIDError, template: "NvidiaXID%dError", description: ""}`, "description is required"},
+		"bad severity":     {`{name: NvidiaXIDError, template: "NvidiaXID%dError", severity: Bad, description: d}`, "severity \"Bad\" is not Fatal"},
+		"severity filters": {`{name: NvidiaXIDWarningOnly, template: "NvidiaXID%dError", severity: Warning, description: d}`, "no reason matches"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse([]byte(xids + "families:\n  - " + tc.family + "\n"))

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +54,62 @@ func TestDCGMRejects(t *testing.T) {
 	}
 	if _, err := Parse([]byte("reasons:\n  DCGMHealthCode4: {severity: Warning}\n  DCGMError: {disabled: true}\n")); err != nil {
 		t.Fatalf("lowering and disabling DCGM reasons is allowed: %v", err)
+	}
+}
+
+// The DCGM families work in overrides like the XID ones: a family's override
+// applies to every member, a member's own takes precedence.
+func TestDCGMFamilyOverrides(t *testing.T) {
+	c, err := Parse([]byte(`
+reasons:
+  DCGMHealthCodeFatal: {severity: Warning}
+  DCGMHealthCode120: {severity: Info}
+  DCGMFieldError: {disabled: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"DCGMHealthCode4": "Warning", "DCGMHealthCode120": "Info", "DCGMHealthCode3": "Warning", "DCGMError": "Fatal"} {
+		if r, on := c.Effective(name); !on || string(r.Severity) != want {
+			t.Errorf("%s: %s (on %v), want %s", name, r.Severity, on, want)
+		}
+	}
+	if _, on := c.Effective("DCGMFieldError112"); on {
+		t.Error("DCGMFieldError112 still on")
+	}
+	c, err = Parse([]byte("reasons:\n  DCGMHealthCode: {disabled: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"DCGMHealthCode1", "DCGMHealthCode71", "DCGMHealthCode132"} {
+		if _, on := c.Effective(name); on {
+			t.Errorf("%s still on", name)
+		}
+	}
+	if _, on := c.Effective("DCGMError"); !on {
+		t.Error("DCGMError is no health code")
+	}
+	if _, err := Parse([]byte("reasons:\n  DCGMHealthCode: {severity: Fatal}\n")); err == nil || !strings.Contains(err.Error(), "may only be lowered") {
+		t.Errorf("raising the Warning members through the family: %v", err)
+	}
+}
+
+// docs/agent-config.md shows the DCGM defaults.
+func TestDocumentedDCGMDefaults(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/agent-config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ := strings.Cut(rest, "```")
+	c, err := Parse([]byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Monitors.Nvidia.DCGM, Default().Monitors.Nvidia.DCGM; got != want {
+		t.Fatalf("documented %+v, defaults %+v", got, want)
+	}
+	if !strings.Contains(block, "dcgm:") {
+		t.Fatal("the example does not show the dcgm section")
 	}
 }

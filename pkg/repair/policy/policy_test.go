@@ -115,6 +115,20 @@ func TestFromAPI(t *testing.T) {
 				t.Errorf("NvidiaXIDError rule: XID79 %v, DBE %v, XID13 warning %v", r.Matches(xid79), r.Matches(dbe), r.Matches(warn))
 			}
 		}},
+		{name: "the DCGM families stand for their members", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.Rules = []v1alpha1.RepairRule{{ConditionType: "AcceleratedHardwareReady", Status: "False", Reasons: []string{"DCGMHealthCodeFatal", "DCGMError"}}}
+		}, check: func(t *testing.T, p Policy) {
+			r := p.Rules[0]
+			cond := func(reason string) corev1.NodeCondition {
+				return corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: "False", Reason: reason}
+			}
+			for reason, want := range map[string]bool{"DCGMHealthCode120": true, "DCGMHealthCode4": true, "DCGMError": true,
+				"DCGMHealthCode3": false, "DCGMDiagnosticFailure": false, "NvidiaXID79Error": false} {
+				if r.Matches(cond(reason)) != want {
+					t.Errorf("DCGMHealthCodeFatal rule matches %s: %v, want %v", reason, !want, want)
+				}
+			}
+		}},
 		{name: "an unknown reason on a nodemend condition is kept with a warning", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
 			s.Rules = []v1alpha1.RepairRule{
 				{ConditionType: "KernelReady", Status: "False", Reasons: []string{"KernelDeadlock"}},
