@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"nodemend.dev/nodemend/pkg/monitors/storage"
+
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/config"
 )
@@ -92,7 +94,7 @@ func TestSystemdUnit(t *testing.T) {
 	if u["Service.ProtectSystem"][0] != "strict" {
 		t.Errorf("ProtectSystem=%v", u["Service.ProtectSystem"])
 	}
-	probe := config.Default().Monitors.Storage.ProbeDir
+	probe := config.Default().Monitors.Section("storage").(storage.Config).ProbeDir
 	if !strings.HasPrefix(probe, "/var/lib/"+u["Service.StateDirectory"][0]+"/") {
 		t.Errorf("StateDirectory=%v does not hold the probe directory %s", u["Service.StateDirectory"], probe)
 	}

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/monitors"
 )
 
 // The agent config the chart renders by default is the binary's default,
@@ -133,8 +135,12 @@ func typePaths(prefix string, typ reflect.Type) []string {
 		}
 		p := strings.TrimPrefix(prefix+"."+name, ".")
 		switch {
-		case ft == reflect.TypeFor[config.Duration]():
+		case ft == reflect.TypeFor[monitor.Duration]():
 			out = append(out, p)
+		case ft == reflect.TypeFor[config.Monitors]():
+			for _, k := range monitors.Table() {
+				out = append(out, typePaths(p+"."+k.Name, k.Section())...)
+			}
 		case ft.Kind() == reflect.Struct:
 			out = append(out, typePaths(p, ft)...)
 		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:

@@ -38,7 +38,7 @@ var layers = []layer{
 	{"sources", []string{"pkg/source/...", "pkg/rules"}, []string{"contract", "plumbing"},
 		"log readers (kmsg, journal, file tail) that produce log lines; the rule matcher"},
 	{"monitors", []string{"pkg/monitors/..."}, []string{"contract", "plumbing"},
-		"detection, one package per monitor: its rules and checks"},
+		"detection, one package per monitor (its rules, checks and config section), and the table of monitors"},
 	{"diagnostics", []string{"pkg/diagnostics/..."}, []string{"sources", "contract", "plumbing"},
 		"NodeDiagnostic bundles, redaction, upload, packet capture"},
 	{"agent", []string{"pkg/agent/..."}, []string{"monitors", "sources", "diagnostics", "contract", "plumbing"},

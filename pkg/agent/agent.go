@@ -301,7 +301,7 @@ func (p *pipeline) stop() {
 func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, error) {
 	env := monitor.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
 	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
-	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgmSource(c.Monitors.Nvidia.DCGM))
+	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgmSource)
 	p.monitors = applicable(ctx, p.candidates)
 	var all []logline.Rule
 	for _, m := range p.monitors {

@@ -1,13 +1,12 @@
 package agent
 
 import (
-	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
 // dcgmSource is the DCGM source of one set of settings.
 type dcgmSource struct {
-	cfg    config.DCGMConfig
+	cfg    dcgm.Config
 	client *dcgm.Client
 	src    *dcgm.Source
 }
@@ -16,10 +15,10 @@ type dcgmSource struct {
 // settings that reach dcgmi do not change: a config reload must not make the
 // agent forget that a host engine answered (and so stop reporting its loss).
 // Mode off returns nil.
-func (a *Agent) dcgmSource(c config.DCGMConfig) *dcgm.Source {
+func (a *Agent) dcgmSource(c dcgm.Config) *dcgm.Source {
 	a.dcgmMu.Lock()
 	defer a.dcgmMu.Unlock()
-	if c.Mode == config.DCGMOff {
+	if c.Mode == dcgm.Off {
 		a.dcgm = nil
 		return nil
 	}
@@ -27,7 +26,7 @@ func (a *Agent) dcgmSource(c config.DCGMConfig) *dcgm.Source {
 		return cur.src
 	}
 	client := &dcgm.Client{Runner: a.opts.Commands, Dcgmi: c.Dcgmi, HostEngine: c.HostEngine}
-	a.dcgm = &dcgmSource{cfg: c, client: client, src: dcgm.NewSource(client, dcgm.Mode(c.Mode), a.opts.Log.WithName("dcgm"))}
+	a.dcgm = &dcgmSource{cfg: c, client: client, src: dcgm.NewSource(client, c.Mode, a.opts.Log.WithName("dcgm"))}
 	return a.dcgm.src
 }
 

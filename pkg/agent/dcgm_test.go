@@ -16,10 +16,11 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
-	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
 // dcgmFixture is one of the dcgmi outputs of pkg/monitors/nvidia/dcgm.
@@ -152,20 +153,20 @@ func TestDCGMHealthReachesTheNode(t *testing.T) {
 // that answered) unless the settings that reach dcgmi change.
 func TestDCGMSourceSurvivesReloads(t *testing.T) {
 	a := &Agent{opts: Options{Commands: command.NewScript(), Log: testr.New(t)}}
-	cfg := func(mode, host string, every time.Duration) config.DCGMConfig {
-		return config.DCGMConfig{Mode: mode, Dcgmi: "dcgmi", HostEngine: host, CheckInterval: config.Duration{Duration: every}}
+	cfg := func(mode dcgm.Mode, host string, every time.Duration) dcgm.Config {
+		return dcgm.Config{Mode: mode, Dcgmi: "dcgmi", HostEngine: host, CheckInterval: monitor.Duration{Duration: every}}
 	}
-	s1 := a.dcgmSource(cfg(config.DCGMAuto, "", time.Minute))
+	s1 := a.dcgmSource(cfg(dcgm.Auto, "", time.Minute))
 	if s1 == nil || a.dcgmClient() == nil {
 		t.Fatal("no source")
 	}
-	if a.dcgmSource(cfg(config.DCGMAuto, "", 2*time.Minute)) != s1 {
+	if a.dcgmSource(cfg(dcgm.Auto, "", 2*time.Minute)) != s1 {
 		t.Error("a new check interval replaced the source")
 	}
-	if a.dcgmSource(cfg(config.DCGMAuto, "10.0.0.1:5555", time.Minute)) == s1 {
+	if a.dcgmSource(cfg(dcgm.Auto, "10.0.0.1:5555", time.Minute)) == s1 {
 		t.Error("a new host engine kept the source")
 	}
-	if a.dcgmSource(cfg(config.DCGMOff, "", time.Minute)) != nil || a.dcgmClient() != nil {
+	if a.dcgmSource(cfg(dcgm.Off, "", time.Minute)) != nil || a.dcgmClient() != nil {
 		t.Error("mode off still has a source")
 	}
 }

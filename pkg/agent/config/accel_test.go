@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"nodemend.dev/nodemend/pkg/monitors/accel"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 )
 
 func TestAcceleratorMonitorDefaultsAndOverrides(t *testing.T) {
@@ -22,7 +25,7 @@ monitors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := c.Monitors.Nvidia
+	n := c.Monitors.Section("nvidia").(nvidia.Config)
 	if !c.MonitorEnabled("nvidia") || n.ExpectedCount != 8 || n.NVMLLibrary != "/usr/lib64/libnvidia-ml.so.1" ||
 		n.CheckInterval.Duration != 10*time.Second || n.ExpectedCountLabel != "nodemend.dev/expected-gpu-count" || !*n.InstanceTypeTable {
 		t.Fatalf("nvidia section: %+v", n)
@@ -30,7 +33,7 @@ monitors:
 	if c.MonitorEnabled("neuron") || !c.MonitorEnabled("amdgpu") {
 		t.Fatal("monitor toggles")
 	}
-	if a := c.Monitors.AMDGPU; *a.InstanceTypeTable || a.ExpectedCountLabel != "example.com/gpus" || a.CheckInterval.Duration != 30*time.Second {
+	if a := c.Monitors.Section("amdgpu").(accel.Config); *a.InstanceTypeTable || a.ExpectedCountLabel != "example.com/gpus" || a.CheckInterval.Duration != 30*time.Second {
 		t.Fatalf("amdgpu section: %+v", a)
 	}
 	d := Default()

@@ -4,21 +4,16 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Config is the whole agent config file.
@@ -30,141 +25,6 @@ type Config struct {
 	Reasons  map[string]ReasonConfig `json:"reasons,omitempty"`
 	Sources  Sources                 `json:"sources"`
 	Exporter ExporterConfig          `json:"exporter"`
-}
-
-// Monitors holds one section per monitor.
-type Monitors struct {
-	Kernel           KernelMonitor     `json:"kernel"`
-	ContainerRuntime RuntimeMonitor    `json:"containerRuntime"`
-	Networking       NetworkingMonitor `json:"networking"`
-	Storage          StorageMonitor    `json:"storage"`
-	// The accelerator monitors share AcceleratedHardwareReady; each runs only
-	// on nodes with its hardware.
-	Nvidia NvidiaMonitor      `json:"nvidia"`
-	Neuron AcceleratorMonitor `json:"neuron"`
-	AMDGPU AcceleratorMonitor `json:"amdgpu"`
-}
-
-// KernelMonitor configures the kernel monitor (KernelReady).
-type KernelMonitor struct {
-	// Enabled runs the monitor. A disabled monitor writes no condition and
-	// removes the one it wrote before (absent is not Unknown).
-	Enabled *bool `json:"enabled,omitempty"`
-	// CheckInterval is the period of the /proc checks (pid, file, zombie, clock).
-	CheckInterval Duration `json:"checkInterval,omitempty"`
-}
-
-// RuntimeMonitor configures the container runtime monitor (ContainerRuntimeReady).
-type RuntimeMonitor struct {
-	// Enabled runs the monitor. A disabled monitor writes no condition and
-	// removes the one it wrote before (absent is not Unknown).
-	Enabled *bool `json:"enabled,omitempty"`
-	// CRISocket is the runtime's CRI socket, under the host root. Empty means
-	// containerd's default socket, expected only once it has been seen (a node
-	// running another runtime is not faulty); a path set here is expected
-	// from the start.
-	CRISocket string `json:"criSocket,omitempty"`
-	// CRITimeout bounds each CRI call.
-	CRITimeout Duration `json:"criTimeout,omitempty"`
-	// CheckInterval is the period of the CRI checks.
-	CheckInterval Duration `json:"checkInterval,omitempty"`
-}
-
-// NetworkingMonitor configures the networking monitor (NetworkingReady).
-type NetworkingMonitor struct {
-	// Enabled runs the monitor. A disabled monitor writes no condition and
-	// removes the one it wrote before (absent is not Unknown).
-	Enabled *bool `json:"enabled,omitempty"`
-	// CheckInterval is the period of every networking check.
-	CheckInterval Duration `json:"checkInterval,omitempty"`
-	// ProbeTimeout bounds the input of one check (netlink, ethtool, /proc)
-	// and each network probe (DNS, health endpoints).
-	ProbeTimeout Duration `json:"probeTimeout,omitempty"`
-	// ExcludeInterfaces is an RE2 pattern of interface names that
-	// InterfaceNotUp/InterfaceNotRunning do not watch; empty means the
-	// built-in list (veth*, cali*, lxc*, docker*, ...).
-	ExcludeInterfaces string `json:"excludeInterfaces,omitempty"`
-	// NetNS is the network namespace to inspect, a host path (e.g.
-	// /proc/1/ns/net when the agent pod does not use hostNetwork); empty
-	// means the agent's own.
-	NetNS string `json:"netns,omitempty"`
-	// DNSServer is the resolver to probe, "host" or "host:port"; empty
-	// means the nameservers of the host's /etc/resolv.conf.
-	DNSServer string `json:"dnsServer,omitempty"`
-	// DNSQueryName is the name the DNS probe asks for.
-	DNSQueryName string `json:"dnsQueryName,omitempty"`
-	// KubeProxyHealthz is kube-proxy's health address (host:port).
-	KubeProxyHealthz string `json:"kubeProxyHealthz,omitempty"`
-}
-
-// StorageMonitor configures the storage monitor (StorageReady).
-type StorageMonitor struct {
-	// Enabled runs the monitor. A disabled monitor writes no condition and
-	// removes the one it wrote before (absent is not Unknown).
-	Enabled *bool `json:"enabled,omitempty"`
-	// CheckInterval is the period of every storage check.
-	CheckInterval Duration `json:"checkInterval,omitempty"`
-	// Filesystems are the host paths whose filesystems the node depends on:
-	// they must not turn read-only, shut down or fill up.
-	Filesystems []string `json:"filesystems,omitempty"`
-	// ProbeDir is the directory, owned by the agent, where the write probe
-	// writes and fsyncs a tiny file.
-	ProbeDir string `json:"probeDir,omitempty"`
-	// ProbeTimeout bounds the write probe and every statfs and NVMe ioctl.
-	ProbeTimeout Duration `json:"probeTimeout,omitempty"`
-}
-
-// AcceleratorMonitor configures an accelerator monitor (nvidia, neuron,
-// amdgpu → AcceleratedHardwareReady). An enabled monitor still runs only on
-// nodes that have its hardware; elsewhere it writes nothing.
-type AcceleratorMonitor struct {
-	// Enabled runs the monitor. A disabled monitor writes no condition and
-	// removes the one it wrote before (absent is not Unknown).
-	Enabled *bool `json:"enabled,omitempty"`
-	// CheckInterval is the period of the device checks.
-	CheckInterval Duration `json:"checkInterval,omitempty"`
-	// ExpectedCount is how many devices the node must have; 0 means take it
-	// from ExpectedCountLabel, else from the instance-type table.
-	ExpectedCount int `json:"expectedCount,omitempty"`
-	// ExpectedCountLabel names a node label whose value is the expected
-	// device count (set by the node's provisioner).
-	ExpectedCountLabel string `json:"expectedCountLabel,omitempty"`
-	// InstanceTypeTable uses the built-in node.kubernetes.io/instance-type →
-	// device count table when neither of the above gives a count.
-	InstanceTypeTable *bool `json:"instanceTypeTable,omitempty"`
-}
-
-// NvidiaMonitor configures the nvidia monitor.
-type NvidiaMonitor struct {
-	AcceleratorMonitor `json:",inline"`
-	// NVMLLibrary is the libnvidia-ml file to load, in the agent's own
-	// filesystem (not under the host root: the dynamic loader resolves it).
-	// Empty means libnvidia-ml.so.1 from the loader's search path.
-	NVMLLibrary string `json:"nvmlLibrary,omitempty"`
-	// DCGM reads NVIDIA DCGM's health watches where a host engine runs.
-	DCGM DCGMConfig `json:"dcgm"`
-}
-
-// DCGMConfig configures the nvidia monitor's DCGM source
-// (docs/accelerators.md, "DCGM"): health watches read through the dcgmi
-// tool, and the GPU diagnostics a NodeDiagnostic asks for. DCGM is never
-// required: a node without a host engine writes nothing for it.
-type DCGMConfig struct {
-	// Mode is auto (use DCGM when a host engine answers; DCGMError only when
-	// one that answered stops), required (no host engine at all is
-	// DCGMError) or off (never run dcgmi).
-	Mode string `json:"mode,omitempty"`
-	// Dcgmi is the dcgmi tool in the agent's own filesystem: a name looked
-	// up in PATH, or an absolute path. It needs DCGM's libraries beside it
-	// (the datacenter-gpu-manager package, or an image that ships it).
-	Dcgmi string `json:"dcgmi,omitempty"`
-	// HostEngine is the nv-hostengine dcgmi connects to (its --host):
-	// host, host:port, or unix:///path for a socket. Empty means
-	// localhost:5555, where the GPU operator's and the DCGM packages'
-	// host engines listen.
-	HostEngine string `json:"hostEngine,omitempty"`
-	// CheckInterval is the period of the health watch and field checks.
-	CheckInterval Duration `json:"checkInterval,omitempty"`
 }
 
 // ReasonConfig overrides one reason.
@@ -179,7 +39,7 @@ type ReasonConfig struct {
 	// QuietPeriod replaces the recovery quiet period of a Fatal log-derived
 	// reason. Keep it longer than the repair toleration of its condition, or
 	// a flapping fault may never be repaired.
-	QuietPeriod *Duration `json:"quietPeriod,omitempty"`
+	QuietPeriod *monitor.Duration `json:"quietPeriod,omitempty"`
 }
 
 // Sources configures the log sources.
@@ -193,7 +53,7 @@ type KmsgSource struct {
 	// Enabled reads the kernel log (<host-root>/dev/kmsg).
 	Enabled *bool `json:"enabled,omitempty"`
 	// Lookback replays records of the kernel ring buffer this recent at start.
-	Lookback Duration `json:"lookback,omitempty"`
+	Lookback monitor.Duration `json:"lookback,omitempty"`
 }
 
 // JournalSource configures the systemd journal reader.
@@ -212,17 +72,10 @@ type JournalSource struct {
 // ExporterConfig tunes status writes.
 type ExporterConfig struct {
 	// Heartbeat rewrites the conditions this often without change.
-	Heartbeat Duration `json:"heartbeat,omitempty"`
+	Heartbeat monitor.Duration `json:"heartbeat,omitempty"`
 	// Coalesce waits this long after a change for others before writing.
-	Coalesce Duration `json:"coalesce,omitempty"`
+	Coalesce monitor.Duration `json:"coalesce,omitempty"`
 }
-
-// DCGM modes.
-const (
-	DCGMAuto     = "auto"
-	DCGMRequired = "required"
-	DCGMOff      = "off"
-)
 
 // Journal modes.
 const (
@@ -236,26 +89,12 @@ const (
 func Default() Config {
 	on := true
 	return Config{
-		Monitors: Monitors{
-			Kernel:           KernelMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}},
-			ContainerRuntime: RuntimeMonitor{Enabled: &on, CRITimeout: Duration{2 * time.Second}, CheckInterval: Duration{15 * time.Second}},
-			Networking: NetworkingMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}, ProbeTimeout: Duration{5 * time.Second},
-				DNSQueryName: ".", KubeProxyHealthz: "127.0.0.1:10256"},
-			Storage: StorageMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second}, ProbeTimeout: Duration{10 * time.Second},
-				Filesystems: []string{"/", "/var/lib/kubelet", "/var/lib/containerd"}, ProbeDir: "/var/lib/nodemend/probe"},
-			Nvidia: NvidiaMonitor{AcceleratorMonitor: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
-				ExpectedCountLabel: "nodemend.dev/expected-gpu-count", InstanceTypeTable: &on},
-				DCGM: DCGMConfig{Mode: DCGMAuto, Dcgmi: "dcgmi", CheckInterval: Duration{time.Minute}}},
-			Neuron: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
-				ExpectedCountLabel: "nodemend.dev/expected-neuron-device-count", InstanceTypeTable: &on},
-			AMDGPU: AcceleratorMonitor{Enabled: &on, CheckInterval: Duration{30 * time.Second},
-				ExpectedCountLabel: "nodemend.dev/expected-gpu-count", InstanceTypeTable: &on},
-		},
+		Monitors: defaultMonitors(),
 		Sources: Sources{
-			Kmsg:    KmsgSource{Enabled: &on, Lookback: Duration{10 * time.Minute}},
+			Kmsg:    KmsgSource{Enabled: &on, Lookback: monitor.Duration{Duration: 10 * time.Minute}},
 			Journal: JournalSource{Mode: JournalCtl, Directory: "/var/log/journal", File: "/var/log/nodemend/journal.jsonl", Command: "journalctl"},
 		},
-		Exporter: ExporterConfig{Heartbeat: Duration{5 * time.Minute}, Coalesce: Duration{5 * time.Millisecond}},
+		Exporter: ExporterConfig{Heartbeat: monitor.Duration{Duration: 5 * time.Minute}, Coalesce: monitor.Duration{Duration: 5 * time.Millisecond}},
 	}
 }
 
@@ -274,76 +113,9 @@ func Parse(data []byte) (Config, error) {
 }
 
 func (c *Config) fillDefaults(d Config) {
-	setBool(&c.Monitors.Kernel.Enabled, d.Monitors.Kernel.Enabled)
-	setDur(&c.Monitors.Kernel.CheckInterval, d.Monitors.Kernel.CheckInterval)
-	setBool(&c.Monitors.ContainerRuntime.Enabled, d.Monitors.ContainerRuntime.Enabled)
-	setStr(&c.Monitors.ContainerRuntime.CRISocket, d.Monitors.ContainerRuntime.CRISocket)
-	setDur(&c.Monitors.ContainerRuntime.CRITimeout, d.Monitors.ContainerRuntime.CRITimeout)
-	setDur(&c.Monitors.ContainerRuntime.CheckInterval, d.Monitors.ContainerRuntime.CheckInterval)
-	c.Monitors.Networking.fillDefaults(d.Monitors.Networking)
-	c.Monitors.Storage.fillDefaults(d.Monitors.Storage)
-	c.Monitors.Nvidia.AcceleratorMonitor.fillDefaults(d.Monitors.Nvidia.AcceleratorMonitor)
-	c.Monitors.Nvidia.DCGM.fillDefaults(d.Monitors.Nvidia.DCGM)
-	c.Monitors.Neuron.fillDefaults(d.Monitors.Neuron)
-	c.Monitors.AMDGPU.fillDefaults(d.Monitors.AMDGPU)
-	setBool(&c.Sources.Kmsg.Enabled, d.Sources.Kmsg.Enabled)
-	setDur(&c.Sources.Kmsg.Lookback, d.Sources.Kmsg.Lookback)
-	setStr(&c.Sources.Journal.Mode, d.Sources.Journal.Mode)
-	setStr(&c.Sources.Journal.Directory, d.Sources.Journal.Directory)
-	setStr(&c.Sources.Journal.File, d.Sources.Journal.File)
-	setStr(&c.Sources.Journal.Command, d.Sources.Journal.Command)
-	setDur(&c.Exporter.Heartbeat, d.Exporter.Heartbeat)
-	setDur(&c.Exporter.Coalesce, d.Exporter.Coalesce)
-}
-
-func (m *AcceleratorMonitor) fillDefaults(d AcceleratorMonitor) {
-	setBool(&m.Enabled, d.Enabled)
-	setDur(&m.CheckInterval, d.CheckInterval)
-	setStr(&m.ExpectedCountLabel, d.ExpectedCountLabel)
-	setBool(&m.InstanceTypeTable, d.InstanceTypeTable)
-}
-
-func (m *DCGMConfig) fillDefaults(d DCGMConfig) {
-	setStr(&m.Mode, d.Mode)
-	setStr(&m.Dcgmi, d.Dcgmi)
-	setDur(&m.CheckInterval, d.CheckInterval)
-}
-
-func (m *NetworkingMonitor) fillDefaults(d NetworkingMonitor) {
-	setBool(&m.Enabled, d.Enabled)
-	setDur(&m.CheckInterval, d.CheckInterval)
-	setDur(&m.ProbeTimeout, d.ProbeTimeout)
-	setStr(&m.DNSQueryName, d.DNSQueryName)
-	setStr(&m.KubeProxyHealthz, d.KubeProxyHealthz)
-}
-
-func (m *StorageMonitor) fillDefaults(d StorageMonitor) {
-	setBool(&m.Enabled, d.Enabled)
-	setDur(&m.CheckInterval, d.CheckInterval)
-	setDur(&m.ProbeTimeout, d.ProbeTimeout)
-	setStr(&m.ProbeDir, d.ProbeDir)
-	// Only an absent list takes the default: "filesystems: []" watches none.
-	if m.Filesystems == nil {
-		m.Filesystems = append([]string(nil), d.Filesystems...)
-	}
-}
-
-func setBool(p **bool, d *bool) {
-	if *p == nil {
-		*p = d
-	}
-}
-
-func setStr(p *string, d string) {
-	if *p == "" {
-		*p = d
-	}
-}
-
-func setDur(p *Duration, d Duration) {
-	if p.Duration == 0 {
-		*p = d
-	}
+	c.Monitors.fillDefaults()
+	monitor.FillDefaults(&c.Sources, d.Sources)
+	monitor.FillDefaults(&c.Exporter, d.Exporter)
 }
 
 // Validate checks the config against the registry.
@@ -357,53 +129,20 @@ func (c Config) Validate() error {
 	for _, name := range names {
 		errs = append(errs, validateReasonOverride(name, c.Reasons[name])...)
 	}
-	for field, d := range map[string]Duration{
-		"monitors.kernel.checkInterval":           c.Monitors.Kernel.CheckInterval,
-		"monitors.containerRuntime.checkInterval": c.Monitors.ContainerRuntime.CheckInterval,
-		"monitors.containerRuntime.criTimeout":    c.Monitors.ContainerRuntime.CRITimeout,
-		"monitors.networking.checkInterval":       c.Monitors.Networking.CheckInterval,
-		"monitors.networking.probeTimeout":        c.Monitors.Networking.ProbeTimeout,
-		"monitors.storage.checkInterval":          c.Monitors.Storage.CheckInterval,
-		"monitors.storage.probeTimeout":           c.Monitors.Storage.ProbeTimeout,
-		"monitors.nvidia.checkInterval":           c.Monitors.Nvidia.CheckInterval,
-		"monitors.nvidia.dcgm.checkInterval":      c.Monitors.Nvidia.DCGM.CheckInterval,
-		"monitors.neuron.checkInterval":           c.Monitors.Neuron.CheckInterval,
-		"monitors.amdgpu.checkInterval":           c.Monitors.AMDGPU.CheckInterval,
-		"exporter.heartbeat":                      c.Exporter.Heartbeat,
-	} {
-		if d.Duration < time.Second {
-			errs = append(errs, fmt.Errorf("%s: %v is below the 1s minimum", field, d.Duration))
-		}
-	}
-	errs = append(errs, c.Monitors.Networking.validate()...)
-	errs = append(errs, c.Monitors.Storage.validate()...)
-	errs = append(errs, c.Monitors.Nvidia.DCGM.validate()...)
+	errs = append(errs, c.Monitors.validate()...)
+	errs = append(errs, monitor.Errors(monitor.MinPeriod("exporter.heartbeat", c.Exporter.Heartbeat))...)
 	if c.Exporter.Coalesce.Duration < 0 || c.Exporter.Coalesce.Duration > time.Second {
 		errs = append(errs, fmt.Errorf("exporter.coalesce: %v must be between 0 and 1s", c.Exporter.Coalesce.Duration))
-	}
-	for field, n := range map[string]int{
-		"monitors.nvidia.expectedCount": c.Monitors.Nvidia.ExpectedCount,
-		"monitors.neuron.expectedCount": c.Monitors.Neuron.ExpectedCount,
-		"monitors.amdgpu.expectedCount": c.Monitors.AMDGPU.ExpectedCount,
-	} {
-		if n < 0 {
-			errs = append(errs, fmt.Errorf("%s: %d must not be negative (0 = not configured)", field, n))
-		}
 	}
 	switch c.Sources.Journal.Mode {
 	case JournalCtl, JournalFile, JournalOff:
 	default:
 		errs = append(errs, fmt.Errorf("sources.journal.mode: %q is not journalctl, file or off", c.Sources.Journal.Mode))
 	}
-	for field, p := range map[string]string{
-		"sources.journal.directory":           c.Sources.Journal.Directory,
-		"sources.journal.file":                c.Sources.Journal.File,
-		"monitors.containerRuntime.criSocket": c.Monitors.ContainerRuntime.CRISocket,
-	} {
-		if p != "" && !filepath.IsAbs(p) {
-			errs = append(errs, fmt.Errorf("%s: %q must be an absolute path (it is read under the host root)", field, p))
-		}
-	}
+	errs = append(errs, monitor.Errors(
+		monitor.AbsolutePath("sources.journal.directory", c.Sources.Journal.Directory),
+		monitor.AbsolutePath("sources.journal.file", c.Sources.Journal.File),
+	)...)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }
@@ -462,108 +201,10 @@ func validateReasonOverride(name string, rc ReasonConfig) []error {
 	return errs
 }
 
-func (m NetworkingMonitor) validate() []error {
-	var errs []error
-	if m.ProbeTimeout.Duration > m.CheckInterval.Duration {
-		errs = append(errs, fmt.Errorf("monitors.networking.probeTimeout: %v is longer than checkInterval %v", m.ProbeTimeout.Duration, m.CheckInterval.Duration))
-	}
-	if m.ExcludeInterfaces != "" {
-		if _, err := regexp.Compile(m.ExcludeInterfaces); err != nil {
-			errs = append(errs, fmt.Errorf("monitors.networking.excludeInterfaces: %w", err))
-		}
-	}
-	if m.NetNS != "" && !filepath.IsAbs(m.NetNS) {
-		errs = append(errs, fmt.Errorf("monitors.networking.netns: %q must be an absolute path (it is read under the host root)", m.NetNS))
-	}
-	if m.DNSServer != "" && !validHostPort(m.DNSServer, false) {
-		errs = append(errs, fmt.Errorf("monitors.networking.dnsServer: %q is not host or host:port", m.DNSServer))
-	}
-	if !validHostPort(m.KubeProxyHealthz, true) {
-		errs = append(errs, fmt.Errorf("monitors.networking.kubeProxyHealthz: %q is not host:port", m.KubeProxyHealthz))
-	}
-	return errs
-}
-
-// validHostPort reports whether s is "host:port" (or a bare host when the
-// port is optional), with a port in 1-65535.
-func validHostPort(s string, needPort bool) bool {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		if needPort {
-			return false
-		}
-		host, port = strings.Trim(s, "[]"), ""
-	}
-	if host == "" || strings.ContainsAny(host, " /") {
-		return false
-	}
-	if port == "" {
-		return !needPort
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535
-}
-
-func (m DCGMConfig) validate() []error {
-	var errs []error
-	switch m.Mode {
-	case DCGMAuto, DCGMRequired, DCGMOff:
-	default:
-		errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.mode: %q is not auto, required or off", m.Mode))
-	}
-	// Both end up as arguments of a command: an option-like value would be
-	// read as another option.
-	if strings.HasPrefix(m.Dcgmi, "-") || strings.ContainsAny(m.Dcgmi, " \t\n") ||
-		(strings.Contains(m.Dcgmi, "/") && !filepath.IsAbs(m.Dcgmi)) {
-		errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.dcgmi: %q must be a command name or an absolute path", m.Dcgmi))
-	}
-	if h := m.HostEngine; h != "" {
-		if strings.HasPrefix(h, "unix://") {
-			if !filepath.IsAbs(strings.TrimPrefix(h, "unix://")) {
-				errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.hostEngine: %q must be unix:// followed by an absolute socket path", h))
-			}
-		} else if strings.HasPrefix(h, "-") || !validHostPort(h, false) {
-			errs = append(errs, fmt.Errorf("monitors.nvidia.dcgm.hostEngine: %q is not host, host:port or unix:///path", h))
-		}
-	}
-	return errs
-}
-
-func (m StorageMonitor) validate() []error {
-	var errs []error
-	if m.ProbeTimeout.Duration > m.CheckInterval.Duration {
-		errs = append(errs, fmt.Errorf("monitors.storage.probeTimeout: %v is longer than checkInterval %v", m.ProbeTimeout.Duration, m.CheckInterval.Duration))
-	}
-	for i, p := range m.Filesystems {
-		if !filepath.IsAbs(p) {
-			errs = append(errs, fmt.Errorf("monitors.storage.filesystems[%d]: %q must be an absolute path (it is read under the host root)", i, p))
-		}
-	}
-	if !filepath.IsAbs(m.ProbeDir) || filepath.Clean(m.ProbeDir) == "/" {
-		errs = append(errs, fmt.Errorf("monitors.storage.probeDir: %q must be an absolute path of a directory the agent owns, not /", m.ProbeDir))
-	}
-	return errs
-}
-
 // MonitorEnabled reports whether the named registry monitor is on.
 func (c Config) MonitorEnabled(name string) bool {
-	switch name {
-	case "kernel":
-		return *c.Monitors.Kernel.Enabled
-	case "containerRuntime":
-		return *c.Monitors.ContainerRuntime.Enabled
-	case "networking":
-		return *c.Monitors.Networking.Enabled
-	case "storage":
-		return *c.Monitors.Storage.Enabled
-	case "nvidia":
-		return *c.Monitors.Nvidia.Enabled
-	case "neuron":
-		return *c.Monitors.Neuron.Enabled
-	case "amdgpu":
-		return *c.Monitors.AMDGPU.Enabled
-	}
-	return false
+	sec := c.Monitors.Section(name)
+	return sec != nil && sec.On()
 }
 
 // Effective returns the registry entry of a reason with the config's
@@ -619,22 +260,4 @@ func (c Config) Threshold(name string) float64 {
 		return r.Threshold.Default
 	}
 	return 0
-}
-
-// Duration is a time.Duration written as "30s" in YAML.
-type Duration struct{ time.Duration }
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"30s\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	d.Duration = v
-	return nil
 }

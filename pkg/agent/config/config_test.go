@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/monitors/kernel"
+	"nodemend.dev/nodemend/pkg/monitors/networking"
+	"nodemend.dev/nodemend/pkg/monitors/storage"
+
 	"nodemend.dev/nodemend/pkg/health"
 )
 
@@ -31,7 +35,7 @@ reasons:
 	if !c.MonitorEnabled("kernel") || c.MonitorEnabled("containerRuntime") {
 		t.Fatal("monitor toggles not applied")
 	}
-	if c.Monitors.Kernel.CheckInterval.Duration != 30*time.Second || c.Sources.Kmsg.Lookback.Duration != 10*time.Minute {
+	if c.Monitors.Section("kernel").(kernel.Config).CheckInterval.Duration != 30*time.Second || c.Sources.Kmsg.Lookback.Duration != 10*time.Minute {
 		t.Fatalf("defaults not filled: %+v", c)
 	}
 	if _, ok := c.Effective(health.ReasonSoftLockup); ok {
@@ -97,7 +101,7 @@ func TestNetworkingAndStorageSections(t *testing.T) {
 	if !c.MonitorEnabled("networking") || !c.MonitorEnabled("storage") {
 		t.Fatal("networking and storage are on by default")
 	}
-	n, s := c.Monitors.Networking, c.Monitors.Storage
+	n, s := c.Monitors.Section("networking").(networking.Config), c.Monitors.Section("storage").(storage.Config)
 	if n.CheckInterval.Duration != 30*time.Second || n.ProbeTimeout.Duration != 5*time.Second || n.DNSQueryName != "." ||
 		n.KubeProxyHealthz != "127.0.0.1:10256" || n.ExcludeInterfaces != "" || n.NetNS != "" || n.DNSServer != "" {
 		t.Fatalf("networking defaults: %+v", n)
@@ -126,7 +130,7 @@ monitors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, s = c.Monitors.Networking, c.Monitors.Storage
+	n, s = c.Monitors.Section("networking").(networking.Config), c.Monitors.Section("storage").(storage.Config)
 	if c.MonitorEnabled("networking") || !c.MonitorEnabled("storage") || n.CheckInterval.Duration != time.Minute || n.ProbeTimeout.Duration != 3*time.Second ||
 		n.ExcludeInterfaces != "^(veth.*|eth1)$" || n.NetNS != "/proc/1/ns/net" || n.DNSServer != "[fd00:ec2::253]:53" ||
 		n.DNSQueryName != "kubernetes.default.svc.cluster.local" || n.KubeProxyHealthz != "127.0.0.1:10249" {
@@ -137,8 +141,8 @@ monitors:
 	}
 	// An explicit empty list watches no filesystem; an absent one the defaults.
 	c, err = Parse([]byte("monitors:\n  storage:\n    filesystems: []\n    probeTimeout: 5s\n"))
-	if err != nil || c.Monitors.Storage.Filesystems == nil || len(c.Monitors.Storage.Filesystems) != 0 {
-		t.Fatalf("%+v, %v", c.Monitors.Storage, err)
+	if err != nil || c.Monitors.Section("storage").(storage.Config).Filesystems == nil || len(c.Monitors.Section("storage").(storage.Config).Filesystems) != 0 {
+		t.Fatalf("%+v, %v", c.Monitors.Section("storage").(storage.Config), err)
 	}
 	// Reasons of the new monitors can be overridden like any other.
 	c, err = Parse([]byte("reasons:\n  InterfaceNotUp: {threshold: 3}\n  FilesystemReadOnly: {severity: Warning}\n  PPSExceeded: {disabled: true}\n"))
@@ -197,8 +201,8 @@ func TestDocumentedNetworkingAndStorageDefaults(t *testing.T) {
 		t.Fatalf("the documented config does not parse: %v", err)
 	}
 	d := Default()
-	if !reflect.DeepEqual(c.Monitors.Networking, d.Monitors.Networking) || !reflect.DeepEqual(c.Monitors.Storage, d.Monitors.Storage) {
-		t.Fatalf("documented %+v %+v\ndefaults %+v %+v", c.Monitors.Networking, c.Monitors.Storage, d.Monitors.Networking, d.Monitors.Storage)
+	if !reflect.DeepEqual(c.Monitors.Section("networking").(networking.Config), d.Monitors.Section("networking").(networking.Config)) || !reflect.DeepEqual(c.Monitors.Section("storage").(storage.Config), d.Monitors.Section("storage").(storage.Config)) {
+		t.Fatalf("documented %+v %+v\ndefaults %+v %+v", c.Monitors.Section("networking").(networking.Config), c.Monitors.Section("storage").(storage.Config), d.Monitors.Section("networking").(networking.Config), d.Monitors.Section("storage").(storage.Config))
 	}
 }
 

@@ -5,11 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
 func TestDCGMDefaultsAndOverrides(t *testing.T) {
-	d := Default().Monitors.Nvidia.DCGM
-	if d.Mode != DCGMAuto || d.Dcgmi != "dcgmi" || d.HostEngine != "" || d.CheckInterval.Duration != time.Minute {
+	d := Default().Monitors.Section("nvidia").(nvidia.Config).DCGM
+	if d.Mode != dcgm.Auto || d.Dcgmi != "dcgmi" || d.HostEngine != "" || d.CheckInterval.Duration != time.Minute {
 		t.Fatalf("defaults: %+v", d)
 	}
 	c, err := Parse([]byte(`
@@ -24,8 +27,8 @@ monitors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := c.Monitors.Nvidia.DCGM
-	if g.Mode != DCGMRequired || g.Dcgmi != "/opt/dcgm/bin/dcgmi" || g.HostEngine != "unix:///run/nvidia-dcgm/nv-hostengine.sock" || g.CheckInterval.Duration != 2*time.Minute {
+	g := c.Monitors.Section("nvidia").(nvidia.Config).DCGM
+	if g.Mode != dcgm.Required || g.Dcgmi != "/opt/dcgm/bin/dcgmi" || g.HostEngine != "unix:///run/nvidia-dcgm/nv-hostengine.sock" || g.CheckInterval.Duration != 2*time.Minute {
 		t.Fatalf("overrides: %+v", g)
 	}
 	for _, h := range []string{"10.0.0.7", "nvidia-dcgm.gpu-operator.svc:5555", "[fd00::1]:5555"} {
@@ -106,7 +109,7 @@ func TestDocumentedDCGMDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.Monitors.Nvidia.DCGM, Default().Monitors.Nvidia.DCGM; got != want {
+	if got, want := c.Monitors.Section("nvidia").(nvidia.Config).DCGM, Default().Monitors.Section("nvidia").(nvidia.Config).DCGM; got != want {
 		t.Fatalf("documented %+v, defaults %+v", got, want)
 	}
 	if !strings.Contains(block, "dcgm:") {

@@ -1,0 +1,127 @@
+// Package monitors is the table of nodemend-agent's monitors: for each, its
+// registry name (pkg/health), its config section (monitors.<name>, a type of
+// the monitor's own package) and how it is built. It is the one place that
+// lists every monitor; the agent, the config file, its generated reference
+// (docs/configuration.md) and the chart's checks all read it.
+//
+// Adding a monitor: write its package under pkg/monitors (rules, checks, a
+// Config with DefaultConfig and Validate), add its reasons and monitor to
+// pkg/health/reasons.yaml, add one line to Table, then `make generate` and the
+// chart's agent.config values and schema (deploy/deploytest says what is
+// missing).
+package monitors
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+
+	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/monitors/accel"
+	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
+	"nodemend.dev/nodemend/pkg/monitors/kernel"
+	"nodemend.dev/nodemend/pkg/monitors/networking"
+	"nodemend.dev/nodemend/pkg/monitors/neuron"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
+	"nodemend.dev/nodemend/pkg/monitors/runtime"
+	"nodemend.dev/nodemend/pkg/monitors/storage"
+)
+
+// Deps are what the agent hands the monitors besides monitor.Env: facts of
+// the node, and the host interfaces that tests and the simulation replace.
+type Deps struct {
+	// NodeName is this node.
+	NodeName string
+	// Pods lists this node's pods (from the agent's informer).
+	Pods runtime.PodLister
+	// NodeLabels serves this node's labels from a cache.
+	NodeLabels accel.NodeLabels
+	// NVML opens the NVIDIA management library.
+	NVML nvidia.Opener
+	// Timex replaces adjtimex(2) for the clock check; nil is the real one.
+	Timex kernel.TimexReader
+	// DCGM returns the DCGM source for the nvidia monitor's dcgm settings
+	// (nil: none); the agent keeps one across reloads while they stay.
+	DCGM func(dcgm.Config) *dcgm.Source
+}
+
+// Table lists every monitor, in the order of the config file and its
+// reference. The accelerator monitors share AcceleratedHardwareReady and run
+// only where their hardware is (monitor.Applier).
+func Table() []Kind {
+	return []Kind{
+		define("kernel", kernel.DefaultConfig, func(env monitor.Env, d Deps, c kernel.Config) monitor.Monitor {
+			o := c.Options()
+			o.Timex = d.Timex
+			return kernel.New(env, o)
+		}),
+		define("containerRuntime", runtime.DefaultConfig, func(env monitor.Env, d Deps, c runtime.Config) monitor.Monitor {
+			return runtime.New(env, c.Options(d.NodeName, d.Pods))
+		}),
+		define("networking", networking.DefaultConfig, func(env monitor.Env, _ Deps, c networking.Config) monitor.Monitor {
+			return networking.New(env, c.Options())
+		}),
+		define("storage", storage.DefaultConfig, func(env monitor.Env, _ Deps, c storage.Config) monitor.Monitor {
+			return storage.New(env, c.Options())
+		}),
+		define("nvidia", nvidia.DefaultConfig, func(env monitor.Env, d Deps, c nvidia.Config) monitor.Monitor {
+			var src *dcgm.Source
+			if d.DCGM != nil {
+				src = d.DCGM(c.DCGM)
+			}
+			return nvidia.New(env, c.Options(d.NVML, d.NodeLabels, src))
+		}),
+		define("neuron", neuron.DefaultConfig, func(env monitor.Env, d Deps, c accel.Config) monitor.Monitor {
+			return neuron.New(env, neuron.OptionsFor(c, d.NodeLabels))
+		}),
+		define("amdgpu", amdgpu.DefaultConfig, func(env monitor.Env, d Deps, c accel.Config) monitor.Monitor {
+			return amdgpu.New(env, amdgpu.OptionsFor(c, d.NodeLabels))
+		}),
+	}
+}
+
+// Kind is one monitor of the table.
+type Kind struct {
+	// Name is the registry monitor name (pkg/health) and the section's key.
+	Name    string
+	section reflect.Type
+	def     func() monitor.Config
+	decode  func([]byte) (monitor.Config, error)
+	build   func(monitor.Env, Deps, monitor.Config) monitor.Monitor
+}
+
+func define[C monitor.Config](name string, def func() C, build func(monitor.Env, Deps, C) monitor.Monitor) Kind {
+	return Kind{
+		Name:    name,
+		section: reflect.TypeFor[C](),
+		def:     func() monitor.Config { return def() },
+		decode: func(raw []byte) (monitor.Config, error) {
+			var c C
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&c); err != nil {
+				return nil, err
+			}
+			monitor.FillDefaults(&c, def())
+			return c, nil
+		},
+		build: func(env monitor.Env, d Deps, c monitor.Config) monitor.Monitor { return build(env, d, c.(C)) },
+	}
+}
+
+// Default is the section used when the file has none.
+func (k Kind) Default() monitor.Config { return k.def() }
+
+// Decode reads a section strictly (unknown keys are errors) and fills in the
+// keys it leaves out from Default. It does not validate.
+func (k Kind) Decode(raw []byte) (monitor.Config, error) { return k.decode(raw) }
+
+// Section is the section's Go type, for generated docs and schema checks.
+func (k Kind) Section() reflect.Type { return k.section }
+
+// New builds the monitor from its section. The section must be of the
+// kind's type (one Decode or Default returned).
+func (k Kind) New(env monitor.Env, d Deps, c monitor.Config) monitor.Monitor {
+	return k.build(env, d, c)
+}

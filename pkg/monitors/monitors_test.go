@@ -1,0 +1,77 @@
+package monitors
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+)
+
+// The table and the reason registry list the same monitors, and each entry
+// builds the monitor it is named after.
+func TestTableIsTheRegistry(t *testing.T) {
+	var registry, table []string
+	for _, m := range health.Monitors() {
+		registry = append(registry, m.Name)
+	}
+	noNVML := func(string) (nvidia.Driver, error) { return nil, context.Canceled }
+	for _, k := range Table() {
+		if slices.Contains(table, k.Name) {
+			t.Errorf("%s is in the table twice", k.Name)
+		}
+		table = append(table, k.Name)
+		m := k.New(monitor.Env{HostRoot: t.TempDir()}, Deps{NVML: noNVML}, k.Default())
+		if m.Name() != k.Name {
+			t.Errorf("table entry %s builds monitor %s", k.Name, m.Name())
+		}
+	}
+	slices.Sort(registry)
+	slices.Sort(table)
+	if !slices.Equal(registry, table) {
+		t.Errorf("registry monitors %v, table %v", registry, table)
+	}
+}
+
+// Every default section is valid and is what an empty section decodes to.
+func TestDefaultsAreValidAndFillEmptySections(t *testing.T) {
+	for _, k := range Table() {
+		def := k.Default()
+		if errs := def.Validate("monitors." + k.Name); len(errs) > 0 {
+			t.Errorf("%s: default section invalid: %v", k.Name, errs)
+		}
+		if !def.On() {
+			t.Errorf("%s is off by default", k.Name)
+		}
+		got, err := k.Decode([]byte("{}"))
+		if err != nil {
+			t.Fatalf("%s: %v", k.Name, err)
+		}
+		if !equalJSON(t, got, def) {
+			t.Errorf("%s: {} decodes to %+v, want the default %+v", k.Name, got, def)
+		}
+		if _, err := k.Decode([]byte(`{"noSuchKey": 1}`)); err == nil {
+			t.Errorf("%s: an unknown key is accepted", k.Name)
+		}
+		off, err := k.Decode([]byte(`{"enabled": false}`))
+		if err != nil || off.On() {
+			t.Errorf("%s: enabled: false gives %+v, %v", k.Name, off, err)
+		}
+	}
+}
+
+func equalJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	ja, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(ja) == string(jb)
+}

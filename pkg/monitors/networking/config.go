@@ -1,0 +1,74 @@
+package networking
+
+import (
+	"fmt"
+	"regexp"
+
+	"nodemend.dev/nodemend/pkg/monitor"
+)
+
+// Config configures the networking monitor (NetworkingReady).
+type Config struct {
+	monitor.Switch `json:",inline"`
+	// CheckInterval is the period of every networking check.
+	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	// ProbeTimeout bounds the input of one check (netlink, ethtool, /proc)
+	// and each network probe (DNS, health endpoints).
+	ProbeTimeout monitor.Duration `json:"probeTimeout,omitempty"`
+	// ExcludeInterfaces is an RE2 pattern of interface names that
+	// InterfaceNotUp/InterfaceNotRunning do not watch; empty means the
+	// built-in list (veth*, cali*, lxc*, docker*, ...).
+	ExcludeInterfaces string `json:"excludeInterfaces,omitempty"`
+	// NetNS is the network namespace to inspect, a host path (e.g.
+	// /proc/1/ns/net when the agent pod does not use hostNetwork); empty
+	// means the agent's own.
+	NetNS string `json:"netns,omitempty"`
+	// DNSServer is the resolver to probe, "host" or "host:port"; empty
+	// means the nameservers of the host's /etc/resolv.conf.
+	DNSServer string `json:"dnsServer,omitempty"`
+	// DNSQueryName is the name the DNS probe asks for.
+	DNSQueryName string `json:"dnsQueryName,omitempty"`
+	// KubeProxyHealthz is kube-proxy's health address (host:port).
+	KubeProxyHealthz string `json:"kubeProxyHealthz,omitempty"`
+}
+
+// DefaultConfig is the section used when the file leaves keys out.
+func DefaultConfig() Config {
+	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Duration{Duration: DefaultPeriod}, ProbeTimeout: monitor.Duration{Duration: DefaultProbeTimeout},
+		DNSQueryName: DefaultDNSQueryName, KubeProxyHealthz: DefaultKubeProxyHealthz}
+}
+
+// Validate checks the section.
+func (c Config) Validate(path string) []error {
+	errs := monitor.Errors(
+		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
+		monitor.MinPeriod(path+".probeTimeout", c.ProbeTimeout),
+		monitor.NotLonger(path+".probeTimeout", c.ProbeTimeout, c.CheckInterval),
+		monitor.AbsolutePath(path+".netns", c.NetNS),
+	)
+	if c.ExcludeInterfaces != "" {
+		if _, err := regexp.Compile(c.ExcludeInterfaces); err != nil {
+			errs = append(errs, fmt.Errorf("%s.excludeInterfaces: %w", path, err))
+		}
+	}
+	if c.DNSServer != "" && !monitor.HostPort(c.DNSServer, false) {
+		errs = append(errs, fmt.Errorf("%s.dnsServer: %q is not host or host:port", path, c.DNSServer))
+	}
+	if !monitor.HostPort(c.KubeProxyHealthz, true) {
+		errs = append(errs, fmt.Errorf("%s.kubeProxyHealthz: %q is not host:port", path, c.KubeProxyHealthz))
+	}
+	return errs
+}
+
+// Options are the monitor's options for the section.
+func (c Config) Options() Options {
+	return Options{
+		Period:            c.CheckInterval.Duration,
+		ProbeTimeout:      c.ProbeTimeout.Duration,
+		ExcludeInterfaces: c.ExcludeInterfaces,
+		NetNS:             c.NetNS,
+		DNSServer:         c.DNSServer,
+		DNSQueryName:      c.DNSQueryName,
+		KubeProxyHealthz:  c.KubeProxyHealthz,
+	}
+}

@@ -1,0 +1,44 @@
+package runtime
+
+import "nodemend.dev/nodemend/pkg/monitor"
+
+// Config configures the container runtime monitor (ContainerRuntimeReady).
+type Config struct {
+	monitor.Switch `json:",inline"`
+	// CRISocket is the runtime's CRI socket, under the host root. Empty means
+	// containerd's default socket, expected only once it has been seen (a node
+	// running another runtime is not faulty); a path set here is expected
+	// from the start.
+	CRISocket string `json:"criSocket,omitempty"`
+	// CRITimeout bounds each CRI call.
+	CRITimeout monitor.Duration `json:"criTimeout,omitempty"`
+	// CheckInterval is the period of the CRI checks.
+	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+}
+
+// DefaultConfig is the section used when the file leaves keys out.
+func DefaultConfig() Config {
+	return Config{Switch: monitor.Enabled(), CRITimeout: monitor.Seconds(2), CheckInterval: monitor.Seconds(15)}
+}
+
+// Validate checks the section.
+func (c Config) Validate(path string) []error {
+	return monitor.Errors(
+		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
+		monitor.MinPeriod(path+".criTimeout", c.CRITimeout),
+		monitor.AbsolutePath(path+".criSocket", c.CRISocket),
+	)
+}
+
+// Options are the monitor's options for the section, on this node with
+// these pods.
+func (c Config) Options(node string, pods PodLister) Options {
+	return Options{
+		SocketPath:       c.CRISocket,
+		CallTimeout:      c.CRITimeout.Duration,
+		ResponsivePeriod: c.CheckInterval.Duration,
+		StuckPodPeriod:   c.CheckInterval.Duration,
+		NodeName:         node,
+		Pods:             pods,
+	}
+}
