@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: helm images all demo test test-short e2e bench bench-fleet build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e bench bench-fleet build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -41,8 +41,21 @@ kube-binaries:
 helm:
 	hack/helm.sh >/dev/null
 
-## images: container images (needs docker buildx); REGISTRY and TAG required (docs/install.md)
-images:
+## images: OCI image archives in _output/images, built without a container engine (docs/install.md#images);
+## with REGISTRY=… (and TAG=…) also pushed there. Needs root (mmdebstrap); bases and binaries are cached.
+images: deps
+	$(GO) run ./hack/images $(if $(REGISTRY),-registry $(REGISTRY) -push) $(if $(TAG),-tag $(TAG))
+
+## images-check: import the archives into a private containerd and run each image (needs root)
+images-check: images
+	hack/images-check.sh
+
+## images-reproducible: build the images, then again without the cache, and fail unless the digests match
+images-reproducible: deps
+	$(GO) run ./hack/images -verify-reproducible
+
+## images-docker: the same images with docker buildx (deploy/images/*.Dockerfile); REGISTRY and TAG required
+images-docker:
 	docker buildx build -f deploy/images/agent.Dockerfile --platform linux/amd64,linux/arm64 -t $(REGISTRY)/nodemend-agent:$(TAG) .
 	docker buildx build -f deploy/images/controller.Dockerfile --platform linux/amd64,linux/arm64 -t $(REGISTRY)/nodemend-controller:$(TAG) .
 	docker buildx build -f deploy/images/kubectl-mend.Dockerfile -t $(REGISTRY)/kubectl-mend:$(TAG) .

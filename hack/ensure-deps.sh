@@ -2,7 +2,7 @@
 # ensure-deps.sh installs the Debian packages that tests and the demo call,
 # when their commands are missing: openssl and curl (local cluster),
 # journalctl and systemd-journal-remote (journal reader integration test),
-# tcpdump (diagnostics packet capture test).
+# tcpdump (diagnostics packet capture test), mmdebstrap (make images).
 set -euo pipefail
 
 declare -A need=(
@@ -11,6 +11,7 @@ declare -A need=(
   [journalctl]=systemd
   [/lib/systemd/systemd-journal-remote]=systemd-journal-remote
   [tcpdump]=tcpdump
+  [mmdebstrap]=mmdebstrap
 )
 missing=()
 for cmd in "${!need[@]}"; do
