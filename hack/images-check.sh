@@ -140,7 +140,7 @@ for line in "${images[@]}"; do
   [[ "${got}" == "${digest}" ]] || fail "${ref}: imported digest '${got}', images.txt says ${digest}"
   ref_of[${name}]="${ref}"
   # The user containerd gives the container's process, from the image config.
-  ctr containers create --snapshotter "${snapshotter}" --cgroup "${cgroup_parent}/user-${name}" "${ref}" "user-${name}" >/dev/null
+  ctr containers create --snapshotter "${snapshotter}" "${ref}" "user-${name}" >/dev/null
   info="$(ctr containers info "user-${name}")"
   ctr containers delete "user-${name}" >/dev/null
   uid="$(grep -m1 -oE '"uid": [0-9]+' <<<"${info}" | grep -oE '[0-9]+$')"
