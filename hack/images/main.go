@@ -236,12 +236,12 @@ func (b *builder) build(ctx context.Context, im image, registry, tagName, out st
 		}
 		layers, baseState = append(layers, base.Layer), base.state()
 	}
-	bin, binary, err := b.binary(ctx, im)
+	bin, err := b.binary(ctx, im)
 	if err != nil {
 		return result{}, err
 	}
 	if im.CGO {
-		if err := b.checkLinks(binary, layers); err != nil {
+		if err := b.checkLinks(im, bin.Layer, layers); err != nil {
 			return result{}, err
 		}
 	}
@@ -372,16 +372,16 @@ func (b *builder) debianBuilder(ctx context.Context, release string) (*rootfs.De
 // debianArch maps GOARCH to Debian's architecture names.
 var debianArch = map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "armhf", "ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}
 
-// binary returns the layer holding im's binary, and the binary.
-func (b *builder) binary(ctx context.Context, im image) (builtLayer, []byte, error) {
+// binary returns the layer holding im's binary.
+func (b *builder) binary(ctx context.Context, im image) (builtLayer, error) {
 	env := goEnv{GOOS: b.platform.OS, GOARCH: b.platform.Architecture, CGO: im.CGO}
 	src, err := sourceKey(ctx, b.root, env, im.Package)
 	if err != nil {
-		return builtLayer{}, nil, err
+		return builtLayer{}, err
 	}
 	builderKey, err := b.builderKey(ctx)
 	if err != nil {
-		return builtLayer{}, nil, err
+		return builtLayer{}, err
 	}
 	key := imagebuild.Key("binary", builderKey, src, im.Package, im.BinaryPath, strconv.FormatInt(b.epoch.Unix(), 10))
 	dir, hit, err := b.cache.Ensure("binary", key, func(dir string) error {
@@ -404,38 +404,49 @@ func (b *builder) binary(ctx context.Context, im image) (builtLayer, []byte, err
 		return os.Remove(bin) // the layer holds it
 	})
 	if err != nil {
-		return builtLayer{}, nil, err
+		return builtLayer{}, err
 	}
 	b.noteUncached(dir)
-	entries, err := readLayer(filepath.Join(dir, "layer.tar.gz"))
-	if err != nil {
-		return builtLayer{}, nil, err
-	}
-	tree := imagebuild.NewTree(entries)
-	binary, ok := tree.Resolve(im.BinaryPath)
-	if !ok {
-		return builtLayer{}, nil, fmt.Errorf("the cached layer %s lacks %s", dir, im.BinaryPath)
-	}
-	data := binary.Data
 	flags := strings.Join(buildFlags, " ")
 	return builtLayer{Layer: imagebuild.Layer{
 		Path:      filepath.Join(dir, "layer.tar.gz"),
 		CreatedBy: fmt.Sprintf("CGO_ENABLED=%d go build %s %s → %s (hack/images)", map[bool]int{false: 0, true: 1}[im.CGO], flags, im.Package, im.BinaryPath),
-	}, cached: hit}, data, nil
+	}, cached: hit}, nil
 }
 
 // checkLinks fails when a dynamically linked binary would not start on
-// the layers below it (a library or a glibc symbol version missing).
-func (b *builder) checkLinks(binary []byte, layers []imagebuild.Layer) error {
+// the layers below it (a library or a glibc symbol version missing). A
+// pass is remembered beside the cached binary, per base, since reading a
+// base takes seconds.
+func (b *builder) checkLinks(im image, bin imagebuild.Layer, below []imagebuild.Layer) error {
+	var bases []string
+	for _, l := range below {
+		bases = append(bases, filepath.Base(filepath.Dir(l.Path)))
+	}
+	marker := filepath.Join(filepath.Dir(bin.Path), "links-checked-"+imagebuild.Key(bases...))
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
 	var all [][]imagebuild.Entry
-	for _, l := range layers {
+	for _, l := range below {
 		entries, err := readLayer(l.Path)
 		if err != nil {
 			return err
 		}
 		all = append(all, entries)
 	}
-	return imagebuild.CheckDynamicLinks(binary, imagebuild.NewTree(all...))
+	binEntries, err := readLayer(bin.Path)
+	if err != nil {
+		return err
+	}
+	binary, ok := imagebuild.NewTree(binEntries).Resolve(im.BinaryPath)
+	if !ok {
+		return fmt.Errorf("the layer %s lacks %s", bin.Path, im.BinaryPath)
+	}
+	if err := imagebuild.CheckDynamicLinks(binary.Data, imagebuild.NewTree(all...)); err != nil {
+		return err
+	}
+	return os.WriteFile(marker, nil, 0o644)
 }
 
 func readLayer(path string) ([]imagebuild.Entry, error) {
@@ -550,8 +561,11 @@ func writeFileAtomic(path string, write func(io.Writer) error) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	cw := &countingWriter{w: f}
-	err = write(cw)
+	err = write(f)
+	var info os.FileInfo
+	if err == nil {
+		info, err = f.Stat()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -562,18 +576,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) (int64, error) {
 		os.Remove(tmp)
 		return 0, err
 	}
-	return cw.n, nil
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return info.Size(), nil
 }
 
 func compareDigests(a, b []result) []string {

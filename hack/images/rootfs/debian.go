@@ -123,22 +123,21 @@ func (p Package) String() string { return p.Name + "=" + p.Version + " (" + p.Ar
 // recommended packages (like `apt-get install --no-install-recommends`),
 // with SlimPaths applied, and returns its entries without build-machine
 // files, and the installed packages.
-func (d Debian) Slim(ctx context.Context, packages []string) (_ []imagebuild.Entry, _ []Package, err error) {
-	work, err := newWorkDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		if rerr := work.remove(); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
-	out := filepath.Join(work.dir, "rootfs.tar")
+func (d Debian) Slim(ctx context.Context, packages []string) (entries []imagebuild.Entry, installed []Package, err error) {
+	err = inWorkDir(func(dir string) error {
+		entries, installed, err = d.slim(ctx, dir, packages)
+		return err
+	})
+	return entries, installed, err
+}
+
+func (d Debian) slim(ctx context.Context, dir string, packages []string) ([]imagebuild.Entry, []Package, error) {
+	out := filepath.Join(dir, "rootfs.tar")
 	args := []string{"--variant=minbase", "--format=tar", "--include=" + strings.Join(packages, ",")}
 	for _, f := range SlimPaths {
 		args = append(args, "--dpkgopt="+f.dpkgOption())
 	}
-	if err := d.mmdebstrap(ctx, work.dir, out, args...); err != nil {
+	if err := d.mmdebstrap(ctx, dir, out, args...); err != nil {
 		return nil, nil, err
 	}
 	f, err := os.Open(out)
@@ -206,21 +205,20 @@ type User struct {
 // ca-certificates' maintainer script would generate, the users' passwd,
 // group and home directories, a sticky /tmp, and, for vulnerability
 // scanners, each package's control file under /var/lib/dpkg/status.d.
-func (d Debian) Static(ctx context.Context, packages []string, users []User) (_ []imagebuild.Entry, _ []Package, err error) {
-	work, err := newWorkDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		if rerr := work.remove(); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
-	root := filepath.Join(work.dir, "extract")
+func (d Debian) Static(ctx context.Context, packages []string, users []User) (entries []imagebuild.Entry, installed []Package, err error) {
+	err = inWorkDir(func(dir string) error {
+		entries, installed, err = d.static(ctx, dir, packages, users)
+		return err
+	})
+	return entries, installed, err
+}
+
+func (d Debian) static(ctx context.Context, dir string, packages []string, users []User) ([]imagebuild.Entry, []Package, error) {
+	root := filepath.Join(dir, "extract")
 	// The extract variant unpacks the packages and their dependencies
 	// without installing anything; the .debs it fetched stay in its apt
 	// cache, and only the asked-for ones are used.
-	if err := d.mmdebstrap(ctx, work.dir, root, "--variant=extract", "--format=directory", "--skip=cleanup/apt/cache", "--include="+strings.Join(packages, ",")); err != nil {
+	if err := d.mmdebstrap(ctx, dir, root, "--variant=extract", "--format=directory", "--skip=cleanup/apt/cache", "--include="+strings.Join(packages, ",")); err != nil {
 		return nil, nil, err
 	}
 	archives := filepath.Join(root, "var", "cache", "apt", "archives")
@@ -316,30 +314,36 @@ func dpkgDeb(ctx context.Context, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// workDir is a temporary directory for one mmdebstrap run, outside the
-// cache: apt's unprivileged download user must be able to reach it, and a
-// crashed build leaves nothing in the cache.
-type workDir struct{ dir string }
-
-func newWorkDir() (workDir, error) {
+// inWorkDir runs build in a new temporary directory outside the cache
+// (apt's unprivileged download user must reach it, and a crashed build
+// leaves nothing in the cache) and removes the directory afterwards.
+func inWorkDir(build func(dir string) error) (err error) {
 	dir, err := os.MkdirTemp("", "nodemend-rootfs-")
 	if err != nil {
-		return workDir{}, err
+		return err
 	}
-	return workDir{dir}, os.Chmod(dir, 0o755) // for apt's _apt user
+	defer func() {
+		if rerr := removeWorkDir(dir); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	if err := os.Chmod(dir, 0o755); err != nil { // for apt's _apt user
+		return err
+	}
+	return build(dir)
 }
 
-// remove unmounts whatever a killed mmdebstrap left mounted under the
-// directory (its chroot's /proc, /sys, /dev/pts), deepest first, before
+// removeWorkDir unmounts whatever a killed mmdebstrap left mounted under
+// dir (its chroot's /proc, /sys, /dev/pts), deepest first, before
 // removing it: removing through a mount would reach the host's files.
-func (w workDir) remove() error {
+func removeWorkDir(dir string) error {
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return err
 	}
 	var under []string
 	for _, line := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], w.dir+"/") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
 			under = append(under, f[4])
 		}
 	}
@@ -347,10 +351,10 @@ func (w workDir) remove() error {
 	slices.Reverse(under)
 	for _, m := range under {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmounting %s before removing %s: %w", m, w.dir, err)
+			return fmt.Errorf("unmounting %s before removing %s: %w", m, dir, err)
 		}
 	}
-	return os.RemoveAll(w.dir)
+	return os.RemoveAll(dir)
 }
 
 // mmdebstrap runs mmdebstrap for this release and architecture, from a
