@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"nodemend.dev/nodemend/hack/images/imagebuild"
 )
 
 // goEnv is the environment a binary is built in: what decides which files
@@ -44,6 +46,8 @@ type goPackage struct {
 	ImportPath string
 	Dir        string
 	Standard   bool
+	DepOnly    bool
+	Deps       []string
 	Module     *struct {
 		Path, Version string
 		Main          bool
@@ -52,11 +56,62 @@ type goPackage struct {
 	GoFiles, CgoFiles, CFiles, CXXFiles, HFiles, SFiles, SysoFiles, EmbedFiles []string
 }
 
-// sourceKey digests everything a build of pkgs in env reads: the Go
-// toolchain, the C toolchain and libc for cgo, go.mod and go.sum, each
-// dependency module's path and version, and the content of every file the
-// module's own packages (and locally replaced modules) compile or embed.
-func sourceKey(ctx context.Context, root string, env goEnv, pkgs ...string) (string, error) {
+// sourceKeys digests, for each of pkgs (directories relative to root,
+// "./cmd/x"), everything a build of it in env reads: the Go toolchain, the
+// C toolchain and libc for cgo, go.mod and go.sum, each dependency
+// module's path and version, and the content of every file the module's
+// own packages (and locally replaced modules) compile or embed. One `go
+// list` serves all of pkgs.
+func sourceKeys(ctx context.Context, root string, env goEnv, pkgs ...string) (map[string]string, error) {
+	common, err := toolchainDigest(ctx, root, env)
+	if err != nil {
+		return nil, err
+	}
+	out, err := output(ctx, root, env.environ(), "go", append([]string{"list", "-deps", "-json"}, pkgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	digests := map[string]string{}
+	byDir := map[string]goPackage{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("go list: %w", err)
+		}
+		if p.Standard {
+			continue
+		}
+		d, err := packageDigest(p)
+		if err != nil {
+			return nil, err
+		}
+		digests[p.ImportPath] = d
+		if !p.DepOnly {
+			byDir[p.Dir] = p
+		}
+	}
+	keys := map[string]string{}
+	for _, pkg := range pkgs {
+		p, ok := byDir[filepath.Join(root, pkg)]
+		if !ok {
+			return nil, fmt.Errorf("go list did not report %s", pkg)
+		}
+		parts := []string{common, p.ImportPath, digests[p.ImportPath]}
+		for _, d := range p.Deps { // sorted by go list
+			if dd, ok := digests[d]; ok {
+				parts = append(parts, d, dd)
+			}
+		}
+		keys[pkg] = imagebuild.Key(parts...)
+	}
+	return keys, nil
+}
+
+// toolchainDigest digests what every build in env shares.
+func toolchainDigest(ctx context.Context, root string, env goEnv) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "goenv %s/%s cgo=%v flags=%q GOFLAGS=%q\n", env.GOOS, env.GOARCH, env.CGO, buildFlags, os.Getenv("GOFLAGS"))
 	version, err := output(ctx, root, env.environ(), "go", "env", "GOVERSION", "CC", "CGO_CFLAGS")
@@ -87,40 +142,29 @@ func sourceKey(ctx context.Context, root string, env goEnv, pkgs ...string) (str
 			return "", err
 		}
 	}
-	out, err := output(ctx, root, env.environ(), "go", append([]string{"list", "-deps", "-json"}, pkgs...)...)
-	if err != nil {
-		return "", err
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// packageDigest digests one package: a dependency module's version (go.sum
+// pins its content), or the files of a package of this module.
+func packageDigest(p goPackage) (string, error) {
+	h := sha256.New()
+	if m := p.Module; m != nil && !m.Main && (m.Replace == nil || m.Replace.Version != "") {
+		fmt.Fprintf(h, "module %s@%s\n", m.Path, m.Version)
+		if m.Replace != nil {
+			fmt.Fprintf(h, "replaced by %s@%s\n", m.Replace.Path, m.Replace.Version)
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var p goPackage
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return "", fmt.Errorf("go list: %w", err)
-		}
-		if p.Standard {
-			continue
-		}
-		fmt.Fprintf(h, "package %s\n", p.ImportPath)
-		if m := p.Module; m != nil && !m.Main && (m.Replace == nil || m.Replace.Version != "") {
-			// A module version is immutable (go.sum pins its hash).
-			fmt.Fprintf(h, "module %s@%s\n", m.Path, m.Version)
-			if m.Replace != nil {
-				fmt.Fprintf(h, "replaced by %s@%s\n", m.Replace.Path, m.Replace.Version)
-			}
-			continue
-		}
-		var files []string
-		for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles} {
-			files = append(files, list...)
-		}
-		slices.Sort(files)
-		for _, f := range files {
-			fmt.Fprintf(h, "file %s\n", f)
-			if err := hashFile(h, filepath.Join(p.Dir, f)); err != nil {
-				return "", err
-			}
+	var files []string
+	for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles} {
+		files = append(files, list...)
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		fmt.Fprintf(h, "file %s\n", f)
+		if err := hashFile(h, filepath.Join(p.Dir, f)); err != nil {
+			return "", err
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

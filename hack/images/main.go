@@ -11,7 +11,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -161,7 +160,9 @@ type builder struct {
 	debian    *rootfs.Debian
 	bases     map[string]builtLayer // by base name, built once per run
 	layerCode string                // builderKey
-	uncached  []string              // directories of a -no-cache build, removed at the end
+	selected  []image
+	srcKeys   map[goEnv]map[string]string // sourceKey
+	uncached  []string                    // directories of a -no-cache build, removed at the end
 }
 
 // builtLayer is a cached layer and how it was made.
@@ -196,6 +197,7 @@ func (b *builder) buildAll(ctx context.Context, selected []image, registry, tag,
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
+	b.selected = selected
 	var results []result
 	for _, im := range selected {
 		r, err := b.build(ctx, im, registry, tag, out)
@@ -309,11 +311,7 @@ func (b *builder) base(ctx context.Context, bs base) (builtLayer, error) {
 		if err != nil {
 			return err
 		}
-		layer, err := imagebuild.CompressedLayer(entries, b.epoch)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, layerName), layer, 0o644); err != nil {
+		if err := imagebuild.WriteLayerFile(filepath.Join(dir, layerName), entries, b.epoch); err != nil {
 			return err
 		}
 		var list strings.Builder
@@ -340,11 +338,12 @@ func (b *builder) base(ctx context.Context, bs base) (builtLayer, error) {
 // reaches the keys through what it declares.
 func (b *builder) builderKey(ctx context.Context) (string, error) {
 	if b.layerCode == "" {
-		k, err := sourceKey(ctx, b.root, goEnv{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, "./hack/images/rootfs", "./hack/images/imagebuild")
+		pkgs := []string{"./hack/images/rootfs", "./hack/images/imagebuild"}
+		keys, err := sourceKeys(ctx, b.root, goEnv{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, pkgs...)
 		if err != nil {
 			return "", err
 		}
-		b.layerCode = k
+		b.layerCode = imagebuild.Key(keys[pkgs[0]], keys[pkgs[1]])
 	}
 	return b.layerCode, nil
 }
@@ -375,7 +374,7 @@ var debianArch = map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "a
 // binary returns the layer holding im's binary.
 func (b *builder) binary(ctx context.Context, im image) (builtLayer, error) {
 	env := goEnv{GOOS: b.platform.OS, GOARCH: b.platform.Architecture, CGO: im.CGO}
-	src, err := sourceKey(ctx, b.root, env, im.Package)
+	src, err := b.sourceKey(ctx, env, im.Package)
 	if err != nil {
 		return builtLayer{}, err
 	}
@@ -394,11 +393,8 @@ func (b *builder) binary(ctx context.Context, im image) (builtLayer, error) {
 		if err != nil {
 			return err
 		}
-		layer, err := imagebuild.CompressedLayer(imagebuild.FileEntries([]imagebuild.File{{Path: im.BinaryPath, Mode: 0o755, Data: data}}), b.epoch)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "layer.tar.gz"), layer, 0o644); err != nil {
+		layer := imagebuild.FileEntries([]imagebuild.File{{Path: im.BinaryPath, Mode: 0o755, Data: data}})
+		if err := imagebuild.WriteLayerFile(filepath.Join(dir, "layer.tar.gz"), layer, b.epoch); err != nil {
 			return err
 		}
 		return os.Remove(bin) // the layer holds it
@@ -412,6 +408,32 @@ func (b *builder) binary(ctx context.Context, im image) (builtLayer, error) {
 		Path:      filepath.Join(dir, "layer.tar.gz"),
 		CreatedBy: fmt.Sprintf("CGO_ENABLED=%d go build %s %s → %s (hack/images)", map[bool]int{false: 0, true: 1}[im.CGO], flags, im.Package, im.BinaryPath),
 	}, cached: hit}, nil
+}
+
+// sourceKey is the source key of pkg built in env. The first call for an
+// env lists the packages of every selected image built in it at once.
+func (b *builder) sourceKey(ctx context.Context, env goEnv, pkg string) (string, error) {
+	if k, ok := b.srcKeys[env][pkg]; ok {
+		return k, nil
+	}
+	var pkgs []string
+	for _, im := range b.selected {
+		if im.CGO == env.CGO && !slices.Contains(pkgs, im.Package) {
+			pkgs = append(pkgs, im.Package)
+		}
+	}
+	if !slices.Contains(pkgs, pkg) {
+		pkgs = append(pkgs, pkg)
+	}
+	keys, err := sourceKeys(ctx, b.root, env, pkgs...)
+	if err != nil {
+		return "", err
+	}
+	if b.srcKeys == nil {
+		b.srcKeys = map[goEnv]map[string]string{}
+	}
+	b.srcKeys[env] = keys
+	return keys[pkg], nil
 }
 
 // checkLinks fails when a dynamically linked binary would not start on
@@ -429,13 +451,13 @@ func (b *builder) checkLinks(im image, bin imagebuild.Layer, below []imagebuild.
 	}
 	var all [][]imagebuild.Entry
 	for _, l := range below {
-		entries, err := readLayer(l.Path)
+		entries, err := imagebuild.ReadLayerFile(l.Path)
 		if err != nil {
 			return err
 		}
 		all = append(all, entries)
 	}
-	binEntries, err := readLayer(bin.Path)
+	binEntries, err := imagebuild.ReadLayerFile(bin.Path)
 	if err != nil {
 		return err
 	}
@@ -447,19 +469,6 @@ func (b *builder) checkLinks(im image, bin imagebuild.Layer, below []imagebuild.
 		return err
 	}
 	return os.WriteFile(marker, nil, 0o644)
-}
-
-func readLayer(path string) ([]imagebuild.Entry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
-	return imagebuild.ReadTar(zr)
 }
 
 func (b *builder) noteUncached(dir string) {

@@ -7,7 +7,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -23,7 +22,7 @@ type Config struct {
 	Labels                    map[string]string
 }
 
-// Layer is a gzip-compressed layer file and the build step that made it
+// Layer is a layer file (WriteLayerFile) and the build step that made it
 // (the image history shows it, as `docker history` does).
 type Layer struct {
 	Path      string
@@ -41,12 +40,12 @@ func Assemble(cfg Config, layers []Layer, epoch time.Time) (v1.Image, error) {
 	created := v1.Time{Time: epoch.UTC()}
 	adds := make([]mutate.Addendum, 0, len(layers))
 	for _, l := range layers {
-		layer, err := tarball.LayerFromFile(l.Path, tarball.WithMediaType(types.OCILayer))
+		layer, err := OpenLayer(l.Path)
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.Path, err)
 		}
 		adds = append(adds, mutate.Addendum{
-			Layer:     plainLayer{layer},
+			Layer:     layer,
 			MediaType: types.OCILayer,
 			History:   v1.History{Created: created, CreatedBy: l.CreatedBy},
 		})
@@ -87,10 +86,3 @@ func set(keys []string) map[string]struct{} {
 	}
 	return m
 }
-
-// plainLayer hides the tarball layer's own descriptor, which carries an
-// empty (not absent) annotation map: the image's Manifest() would then
-// differ from the manifest it serializes, which go-containerregistry's
-// validation rejects. Without it the descriptor is computed from the
-// layer's digest, size and media type.
-type plainLayer struct{ v1.Layer }

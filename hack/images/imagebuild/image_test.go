@@ -32,15 +32,15 @@ var testConfig = Config{
 func buildFixtureImage(t *testing.T, dir string, order []int, when time.Time) v1.Image {
 	t.Helper()
 	base := filepath.Join(dir, "base.tar.gz")
-	if err := os.WriteFile(base, layerOf(t, fixtureRootfs(order, when)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := CompressedLayer(FileEntries([]File{{Path: "/tool", Mode: 0o755, Data: []byte("\x7fELF tool")}}), epoch)
+	entries, err := ReadTar(bytes.NewReader(fixtureRootfs(order, when)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := WriteLayerFile(base, entries, epoch); err != nil {
+		t.Fatal(err)
+	}
 	binPath := filepath.Join(dir, "bin.tar.gz")
-	if err := os.WriteFile(binPath, bin, 0o644); err != nil {
+	if err := WriteLayerFile(binPath, FileEntries([]File{{Path: "/tool", Mode: 0o755, Data: []byte("\x7fELF tool")}}), epoch); err != nil {
 		t.Fatal(err)
 	}
 	img, err := Assemble(testConfig, []Layer{{Path: base, CreatedBy: "base"}, {Path: binPath, CreatedBy: "go build"}}, epoch)
@@ -199,5 +199,35 @@ func TestArchiveReadsAsOCILayoutAndDockerArchive(t *testing.T) {
 func TestAssembleNeedsPlatform(t *testing.T) {
 	if _, err := Assemble(Config{User: "0:0"}, nil, epoch); err == nil {
 		t.Error("an image without OS and architecture was assembled")
+	}
+}
+
+// A layer file's descriptor is what go-containerregistry computes from
+// the file itself; a file that changed since is refused.
+func TestLayerFileDescriptor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "layer.tar.gz")
+	if err := WriteLayerFile(path, FileEntries([]File{{Path: "/tool", Mode: 0o755, Data: []byte("tool")}}), epoch); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := OpenLayer(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := tarball.LayerFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []func(v1.Layer) (v1.Hash, error){v1.Layer.Digest, v1.Layer.DiffID} {
+		a, _ := f(ours)
+		b, _ := f(theirs)
+		if a != b {
+			t.Errorf("descriptor %s, computed %s", a, b)
+		}
+	}
+	if err := os.WriteFile(path, []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenLayer(path); err == nil {
+		t.Error("a changed layer file was opened")
 	}
 }

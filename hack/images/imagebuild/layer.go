@@ -251,16 +251,21 @@ func Gzip(w io.Writer, r io.Reader) error {
 
 // CompressedLayer normalizes entries and returns the gzip-compressed layer.
 func CompressedLayer(entries []Entry, epoch time.Time) ([]byte, error) {
+	_, gz, err := layerBytes(entries, epoch)
+	return gz, err
+}
+
+func layerBytes(entries []Entry, epoch time.Time) (raw, gz []byte, err error) {
 	norm, err := Normalize(entries, epoch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var raw, gz bytes.Buffer
-	if err := WriteLayer(&raw, norm); err != nil {
-		return nil, err
+	var rawBuf, gzBuf bytes.Buffer
+	if err := WriteLayer(&rawBuf, norm); err != nil {
+		return nil, nil, err
 	}
-	if err := Gzip(&gz, &raw); err != nil {
-		return nil, err
+	if err := Gzip(&gzBuf, bytes.NewReader(rawBuf.Bytes())); err != nil {
+		return nil, nil, err
 	}
-	return gz.Bytes(), nil
+	return rawBuf.Bytes(), gzBuf.Bytes(), nil
 }
