@@ -228,8 +228,8 @@ func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error)
 		a.mu.Unlock()
 		if running {
 			a.opts.Log.Error(loadErr, "rejected new agent config; the last good config stays in force", "path", a.opts.ConfigPath)
-			a.recorder.Eventf(a.exporter.NodeRef(), corev1.EventTypeWarning, "InvalidAgentConfig",
-				"nodemend-agent rejected %s and keeps its last good config: %v", a.opts.ConfigPath, loadErr)
+			a.recorder.Event(a.exporter.NodeRef(), corev1.EventTypeWarning, "InvalidAgentConfig", health.BoundMessage(
+				fmt.Sprintf("nodemend-agent rejected %s and keeps its last good config: %v", a.opts.ConfigPath, loadErr)))
 		}
 		return loadErr
 	}

@@ -28,10 +28,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
@@ -357,11 +359,12 @@ func (r *Runner) ensure(ctx context.Context, obj *v1alpha1.NodeDiagnostic, kind 
 var errStale = errors.New("the NodeDiagnostic changed or was deleted")
 
 // updateStatus applies mutate to the latest object of generation gen and
-// writes its status, retrying on conflicts.
+// writes its status, retrying on conflicts (client-go's RetryOnConflict:
+// a fresh read after 10 ms, 50 ms, 250 ms, with jitter).
 func (r *Runner) updateStatus(ctx context.Context, name string, gen int64, mutate func(*v1alpha1.NodeDiagnosticStatus)) error {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
-	for attempt := 0; ; attempt++ {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		obj, err := r.nd.Get(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return errStale
@@ -379,16 +382,40 @@ func (r *Runner) updateStatus(ctx context.Context, name string, gen int64, mutat
 			Message: "the nodemend-agent on " + r.opts.NodeName + " is serving this object",
 		})
 		_, err = r.nd.UpdateStatus(ctx, obj)
-		if apierrors.IsConflict(err) && attempt < 5 {
-			continue
-		}
 		return err
+	})
+}
+
+// Retries of a capture's start and final status writes: 500 ms doubling
+// to 30 s, with jitter (internal/backoff). The result of a finished capture
+// must not be lost to an API outage (a capture left Running would run
+// again), nor must the retries add to the load of an API server that is
+// struggling.
+const (
+	StatusRetryInitial = 500 * time.Millisecond
+	StatusRetryMax     = 30 * time.Second
+)
+
+// persistStatus is updateStatus retried until it succeeds, the object is
+// stale, or ctx ends (the agent stops: the status stays as it was and the
+// next agent resumes).
+func (r *Runner) persistStatus(ctx context.Context, name string, gen int64, mutate func(*v1alpha1.NodeDiagnosticStatus)) error {
+	b := backoff.New(StatusRetryInitial, StatusRetryMax)
+	for {
+		err := r.updateStatus(ctx, name, gen, mutate)
+		if err == nil || errors.Is(err, errStale) || ctx.Err() != nil {
+			return err
+		}
+		r.opts.Log.Error(err, "writing NodeDiagnostic status; will retry", "name", name)
+		if !b.Wait(ctx, r.opts.Clock) {
+			return err
+		}
 	}
 }
 
 // finish writes a capture's final state and its condition.
 func (r *Runner) finish(ctx context.Context, name string, gen int64, kind captureKind, mutate func(*v1alpha1.CaptureStatus), reason string) error {
-	return r.updateStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
+	return r.persistStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
 		cs := captureStatus(s, kind)
 		cs.Generation = gen
 		mutate(cs)
@@ -426,7 +453,7 @@ func conditionType(kind captureKind) string {
 
 // start marks a capture Running (attempt n) and its condition in progress.
 func (r *Runner) start(ctx context.Context, name string, gen int64, kind captureKind, attempts int32, msg string, mutate func(*v1alpha1.CaptureStatus)) error {
-	return r.updateStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
+	return r.persistStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
 		now := metav1.NewTime(r.opts.Clock.Now())
 		cs := captureStatus(s, kind)
 		*cs = v1alpha1.CaptureStatus{State: v1alpha1.CaptureRunning, Generation: gen, Attempts: attempts, StartTime: &now, Message: msg}

@@ -99,8 +99,13 @@ func Default() Config {
 }
 
 // Parse strictly decodes a config file (unknown keys are errors), fills in
-// defaults and validates it.
+// defaults and validates it. A document beyond the limits (limits.go) is
+// refused before it is decoded.
 func Parse(data []byte) (Config, error) {
+	// Before the decoder, which would build (and expand) whatever it is given.
+	if err := checkStructure(data); err != nil {
+		return Config{}, fmt.Errorf("invalid agent config: %w", err)
+	}
 	var c Config
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return Config{}, fmt.Errorf("invalid agent config: %w", err)

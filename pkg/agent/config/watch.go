@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -17,16 +16,20 @@ import (
 // mounted ConfigMap) and polls every pollEvery as a fallback.
 func Watch(ctx context.Context, path string, pollEvery time.Duration, apply func(Config, error)) {
 	var last []byte
+	var lastErr string
 	first := true
 	load := func() {
-		data, err := os.ReadFile(path)
+		data, err := ReadFile(path)
 		if err != nil {
-			if first || last != nil {
+			// Report a file that cannot be read (or is too large) once, not
+			// on every poll, and again when the reason changes.
+			if first || last != nil || err.Error() != lastErr {
 				apply(Config{}, err)
 			}
-			last, first = nil, false
+			last, lastErr, first = nil, err.Error(), false
 			return
 		}
+		lastErr = ""
 		if !first && bytes.Equal(data, last) {
 			return
 		}

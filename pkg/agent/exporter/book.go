@@ -252,19 +252,6 @@ func summarize(faults map[faultKey]*fault) (reason, message string) {
 		sort.Strings(names)
 		message = fmt.Sprintf("%s (and %d more active: %s)", message, n, strings.Join(names, ", "))
 	}
-	return first.reason.Name, truncate(message, maxMessage)
-}
-
-// maxMessage keeps condition messages readable and the Node object small.
-const maxMessage = 1024
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && s[cut]&0xC0 == 0x80 { // do not split a UTF-8 sequence
-		cut--
-	}
-	return s[:cut] + "…"
+	// Within the bounds the admission policy enforces (pkg/health).
+	return first.reason.Name, health.BoundMessage(message)
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/health"
 )
@@ -101,7 +102,7 @@ func (e *Exporter) SetMonitors(ms []health.Monitor) {
 // until the node exists. Call SetMonitors first.
 func (e *Exporter) Start(ctx context.Context) error {
 	var node *corev1.Node
-	backoff := 200 * time.Millisecond
+	retry := backoff.New(RetryInitial, RetryMax)
 	for {
 		var err error
 		node, err = e.opts.Client.CoreV1().Nodes().Get(ctx, e.opts.NodeName, metav1.GetOptions{})
@@ -111,12 +112,9 @@ func (e *Exporter) Start(ctx context.Context) error {
 		if !apierrors.IsNotFound(err) {
 			e.opts.Log.Error(err, "reading node; retrying")
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx, e.opts.Clock) {
 			return ctx.Err()
-		case <-e.opts.Clock.After(backoff):
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 	now := e.opts.Clock.Now()
 	e.mu.Lock()
@@ -194,7 +192,7 @@ func (e *Exporter) event(d Detection) {
 	if d.Reason.Severity == health.Info {
 		typ = corev1.EventTypeNormal
 	}
-	e.opts.Recorder.Event(e.nodeRef, typ, d.Reason.Name, truncate(d.Finding.Message, maxMessage))
+	e.opts.Recorder.Event(e.nodeRef, typ, d.Reason.Name, health.BoundMessage(d.Finding.Message))
 }
 
 func (e *Exporter) markDirty() {
@@ -210,10 +208,25 @@ func (e *Exporter) markDirtyLocked() {
 	}
 }
 
+// Retries of a failed status write (and of the first read of the node):
+// 200 ms doubling to 5 s, each delay up to 20% longer at random
+// (internal/backoff), so at most MaxWritesPerMinute attempts a minute
+// while the API server is unreachable, and the latest state is written at
+// most 6 s after it is back.
+const (
+	RetryInitial = 200 * time.Millisecond
+	RetryMax     = 5 * time.Second
+)
+
+// MaxWritesPerMinute bounds the status writes during an outage (16).
+var MaxWritesPerMinute = backoff.MaxAttempts(RetryInitial, RetryMax, time.Minute)
+
 // Run writes conditions on change, on quiet-period expiry and on heartbeat,
-// until ctx ends.
+// until ctx ends. After a failed write it waits out its backoff, whatever
+// changes meanwhile: the next attempt writes the state of that moment.
 func (e *Exporter) Run(ctx context.Context) error {
-	retry := time.Duration(0)
+	retry := backoff.New(RetryInitial, RetryMax)
+	var retryAt time.Time // zero: the last write succeeded
 	for {
 		wake := e.opts.Heartbeat
 		e.mu.Lock()
@@ -225,8 +238,8 @@ func (e *Exporter) Run(ctx context.Context) error {
 			wake = hb
 		}
 		e.mu.Unlock()
-		if retry > 0 && retry < wake {
-			wake = retry
+		if !retryAt.IsZero() {
+			wake = retryAt.Sub(now)
 		}
 		timer := e.opts.Clock.NewTimer(max(wake, 0))
 		select {
@@ -235,6 +248,9 @@ func (e *Exporter) Run(ctx context.Context) error {
 			return nil
 		case <-e.dirty:
 			timer.Stop()
+			if !retryAt.IsZero() && e.opts.Clock.Now().Before(retryAt) {
+				continue // the retry will carry this change
+			}
 			// Coalesce a burst of changes into one write.
 			select {
 			case <-ctx.Done():
@@ -244,12 +260,14 @@ func (e *Exporter) Run(ctx context.Context) error {
 		case <-timer.C():
 		}
 		if err := e.sync(ctx); err != nil {
-			e.opts.Log.Error(err, "writing node conditions; will retry")
+			delay := retry.Next()
+			e.opts.Log.Error(err, "writing node conditions; will retry", "in", delay.Round(time.Millisecond))
 			e.opts.Metrics.StatusWrite(false)
-			retry = min(max(retry*2, 100*time.Millisecond), 30*time.Second)
+			retryAt = e.opts.Clock.Now().Add(delay)
 			continue
 		}
-		retry = 0
+		retry.Reset()
+		retryAt = time.Time{}
 	}
 }
 
@@ -300,11 +318,12 @@ func (e *Exporter) sync(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
-		// Keep the latencies for the write that succeeds.
+		// Keep the latencies for the write that succeeds. Run retries
+		// after its backoff; what was not written stays different from
+		// e.written, so the retry sends it.
 		for t, ts := range pending {
 			e.pending[t] = append(ts, e.pending[t]...)
 		}
-		e.markDirtyLocked()
 		return fmt.Errorf("patching status of node %s: %w", e.opts.NodeName, err)
 	}
 	written := e.opts.Clock.Now()

@@ -20,10 +20,13 @@ import (
 	"nodemend.dev/nodemend/pkg/monitor"
 )
 
-var client kubernetes.Interface
+var (
+	client kubernetes.Interface
+	env    *testenv.Env
+)
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) error { client = env.Client; return nil })
+	testenv.Main(m, testenv.Options{}, func(e *testenv.Env) error { env, client = e, e.Client; return nil })
 }
 
 type harness struct {
@@ -48,7 +51,12 @@ func newNode(t *testing.T) string {
 
 func startExporter(t *testing.T, node string, clk *clocktesting.FakeClock, ms ...string) *harness {
 	t.Helper()
-	e := New(Options{Client: client, NodeName: node, Clock: clk, Log: testr.New(t)})
+	return startExporterWith(t, client, node, clk, ms...)
+}
+
+func startExporterWith(t *testing.T, c kubernetes.Interface, node string, clk *clocktesting.FakeClock, ms ...string) *harness {
+	t.Helper()
+	e := New(Options{Client: c, NodeName: node, Clock: clk, Log: testr.New(t)})
 	var mons []health.Monitor
 	for _, name := range ms {
 		m, ok := health.LookupMonitor(name)

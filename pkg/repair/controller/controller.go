@@ -154,6 +154,8 @@ type Reconciler struct {
 	blocked map[string]blockedAt
 	// poolNotified dedups NodeRepairBlocked on pool objects.
 	poolNotified map[string]bool
+
+	conflicts conflictRetries
 }
 
 type blockedAt struct {

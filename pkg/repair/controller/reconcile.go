@@ -46,10 +46,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	res, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
 		// A write based on a cached node that had changed meanwhile (our
-		// own previous write, usually): try again once the cache caught up.
-		ctrl.LoggerFrom(ctx).V(1).Info("conflict; retrying", "error", err.Error())
-		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		// own previous write, usually): try again once the cache caught
+		// up, backing off while it keeps conflicting (conflicts.go).
+		delay := r.conflicts.next(req.Name)
+		ctrl.LoggerFrom(ctx).V(1).Info("conflict; retrying", "error", err.Error(), "in", delay)
+		return reconcile.Result{RequeueAfter: delay}, nil
 	}
+	r.conflicts.forget(req.Name)
 	return res, err
 }
 
