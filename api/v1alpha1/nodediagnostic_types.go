@@ -259,9 +259,12 @@ type CaptureStatus struct {
 	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
 
 	// FileName is the bundle's name under /var/log/nodemend/ on the node
-	// (destination node only).
+	// (destination node only). It becomes a path on the node's proxy and in
+	// the user's output directory, so it is a plain file name: no path
+	// separators, no "..".
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][A-Za-z0-9._-]*$') && !self.contains('..')",message="fileName must be a plain file name: letters, digits, '.', '_' and '-', no path separators, no '..'"
 	FileName string `json:"fileName,omitempty"`
 
 	// SizeBytes is the size of the bundle, or the bytes of packets uploaded.

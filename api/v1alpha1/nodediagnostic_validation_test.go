@@ -188,3 +188,50 @@ func TestSelectableNodeName(t *testing.T) {
 		t.Fatalf("field selector spec.nodeName=sel-a listed %v", names)
 	}
 }
+
+// TestStatusFileNameIsAPlainFileName: status.logCapture.fileName becomes a
+// path (on the node proxy, in kubectl mend logs' output directory), so the
+// API server refuses anything but a plain file name in it.
+func TestStatusFileNameIsAPlainFileName(t *testing.T) {
+	ctx := context.Background()
+	obj := &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: "file-name"}, Spec: logs("node", nil)}
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	for name, allowed := range map[string]bool{
+		"nodediagnostic-file-name-20260101T000000Z.tar.gz": true,
+		"a":                 true,
+		"bundle_1.tar.gz":   true,
+		"../../etc/passwd":  false,
+		"..":                false,
+		"a..b":              false,
+		"/etc/passwd":       false,
+		"dir/bundle.tar.gz": false,
+		`dir\bundle.tar.gz`: false,
+		".hidden":           false,
+		"-rf":               false,
+		"bundle.tar.gz\n":   false,
+		"bundle\x1b[2J.tgz": false,
+		"bündle.tar.gz":     false,
+		"%2e%2e%2fpasswd":   false,
+		"bundle.tar.gz?x=1": false,
+	} {
+		if v1alpha1.ValidFileName(name) != allowed {
+			t.Errorf("ValidFileName(%q) = %v, the CRD's rule says %v", name, !allowed, allowed)
+		}
+		obj.Status = v1alpha1.NodeDiagnosticStatus{LogCapture: &v1alpha1.CaptureStatus{State: v1alpha1.CaptureCompleted, FileName: name}}
+		err := k8s.Status().Update(ctx, obj)
+		switch {
+		case allowed && err != nil:
+			t.Errorf("fileName %q refused: %v", name, err)
+		case !allowed && (err == nil || !strings.Contains(err.Error(), "fileName must be a plain file name")):
+			t.Errorf("fileName %q: %v, want a refusal", name, err)
+		}
+		if err == nil {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

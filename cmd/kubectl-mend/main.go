@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,7 +15,7 @@ func main() {
 	err := cli.NewRootCommand(cli.StdStreams()).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		cli.PrintError(os.Stderr, err)
 		os.Exit(1)
 	}
 }

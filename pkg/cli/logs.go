@@ -19,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/cli/termsafe"
 	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 )
 
@@ -386,12 +388,38 @@ func (o *logsOptions) wait(ctx context.Context, c *Clients, prog *Progress, node
 	}
 }
 
+// bundlePath is where node's bundle named fileName is saved under dir. Both
+// names come from the API and become a path, and a proxied request path:
+// the node name must be a node name (a DNS subdomain) and the file name a
+// plain file name (v1alpha1.ValidFileName, as the CRD requires; checked
+// again here, for an older CRD or a hostile status writer), and the result
+// must lie inside dir.
+func bundlePath(dir, node, fileName string) (string, error) {
+	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+		return "", fmt.Errorf("node name %q is not a node name: %s", termsafe.String(node), strings.Join(errs, "; "))
+	}
+	if !v1alpha1.ValidFileName(fileName) || filepath.Base(fileName) != fileName {
+		return "", fmt.Errorf("the agent's status names the bundle %q, which is not a plain file name; not downloading it", termsafe.String(fileName))
+	}
+	p := filepath.Join(dir, node, fileName)
+	if rel, err := filepath.Rel(dir, p); err != nil || rel != filepath.Join(node, fileName) {
+		return "", fmt.Errorf("bundle path %q would leave the output directory", termsafe.String(p))
+	}
+	return p, nil
+}
+
 // download fetches the bundle through the API server's node proxy (the
 // kubelet serves /var/log at /logs/).
 func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, node string, st *v1alpha1.CaptureStatus) (string, error) {
+	path, err := bundlePath(o.outputDir, node, st.FileName)
+	if err != nil {
+		return "", err
+	}
 	prog.Update(node, "downloading", "%s (%s)", st.FileName, HumanBytes(st.SizeBytes))
-	rc, err := c.Core.CoreV1().RESTClient().Get().
-		AbsPath("/api/v1/nodes", node, "proxy", "logs", "nodemend", st.FileName).Stream(ctx)
+	// /api/v1/nodes/NODE/proxy/logs/nodemend/FILE, from validated parts
+	// that client-go checks again as path segments.
+	rc, err := c.Core.CoreV1().RESTClient().Get().Resource("nodes").Name(node).
+		SubResource("proxy", "logs", "nodemend", st.FileName).Stream(ctx)
 	if err != nil {
 		if apierrors.IsForbidden(err) {
 			return "", fmt.Errorf("RBAC: you may not get nodes/proxy, which downloading the bundle needs (or use --upload-url): %v", apierrors.ReasonForError(err))
@@ -399,16 +427,17 @@ func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, 
 		return "", fmt.Errorf("downloading %s through the node proxy (is the kubelet on %s reachable from the API server?): %w", st.FileName, node, err)
 	}
 	defer rc.Close()
-	dir := filepath.Join(o.outputDir, node)
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, st.FileName)
-	tmp := path + ".part"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A new file of our own (not whatever a name might already point to),
+	// renamed into place when complete.
+	f, err := os.CreateTemp(dir, ".download-*.part")
 	if err != nil {
 		return "", err
 	}
+	tmp := f.Name()
 	n, err := io.Copy(f, &progressReader{r: rc, total: st.SizeBytes, report: func(done int64) {
 		prog.Update(node, "downloading", "%s / %s", HumanBytes(done), HumanBytes(st.SizeBytes))
 	}})

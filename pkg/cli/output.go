@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/yaml"
+
+	"nodemend.dev/nodemend/pkg/cli/termsafe"
 )
 
 // Progress prints one line per change of a node's phase or detail,
@@ -32,8 +35,11 @@ func NewProgress(w io.Writer, nodes []string) *Progress {
 
 // Update reports node's phase ("validating", "collecting", "downloading",
 // "saved", "failed") with a detail; repeated identical updates print once.
+// The line is shown through termsafe: its details hold strings from the
+// API (a capture's message, a file name).
 func (p *Progress) Update(node, phase, format string, args ...any) {
-	line := fmt.Sprintf("%-11s %s", phase, fmt.Sprintf(format, args...))
+	node = termsafe.String(node)
+	line := fmt.Sprintf("%-11s %s", phase, termsafe.String(fmt.Sprintf(format, args...)))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last[node] == line {
@@ -78,20 +84,39 @@ func checkOutput(o string, allowed ...string) error {
 	return fmt.Errorf("-o %q: want one of %s (or nothing, for the table)", o, strings.Join(names, ", "))
 }
 
-// printStructured writes v as indented JSON or as YAML.
+// printStructured writes v as indented JSON or as YAML, through
+// termsafe.Text: the encoders escape ESC and the other C0 controls, but
+// leave C1 and bidirectional controls raw. In JSON (where they can only be
+// inside strings) termsafe's \u escapes are JSON escapes, so the document
+// still decodes to the exact values; in YAML they are exact inside double
+// quotes and literal text elsewhere.
 func printStructured(w io.Writer, format string, v any) error {
+	var b []byte
+	var err error
 	switch format {
 	case OutputJSON:
-		enc := json.NewEncoder(w)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		err, b = enc.Encode(v), buf.Bytes()
 	case OutputYAML:
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
+		// Through JSON with termsafe's escapes: the YAML parser behind
+		// yaml.Marshal refuses a raw C1 control in a string.
+		if b, err = json.Marshal(v); err == nil {
+			b, err = yaml.JSONToYAML([]byte(termsafe.Text(string(b))))
 		}
-		_, err = w.Write(b)
+	default:
+		return fmt.Errorf("unknown structured format %q", format)
+	}
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("unknown structured format %q", format)
+	_, err = io.WriteString(w, termsafe.Text(string(b)))
+	return err
+}
+
+// PrintError writes err as kubectl mend's error line, through
+// termsafe.Text: errors quote the API (a capture's message, a refusal).
+func PrintError(w io.Writer, err error) {
+	fmt.Fprintln(w, "error:", termsafe.Text(err.Error()))
 }

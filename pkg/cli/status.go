@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/cli/termsafe"
 )
 
 type statusOptions struct {
@@ -100,7 +101,7 @@ func (o *statusOptions) run(ctx context.Context, g *Global, s Streams) error {
 		return err
 	}
 	for _, w := range f.warnings {
-		fmt.Fprintln(s.Err, "warning:", w)
+		fmt.Fprintln(s.Err, "warning:", termsafe.String(fmt.Sprint(w)))
 	}
 	view.nodeLabels = labelsByName(f.nodes)
 	return view.render(s.Out, fleet.Assess(f.input(o.controller, o.now())))

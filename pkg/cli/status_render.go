@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/cli/termsafe"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 )
@@ -66,7 +67,7 @@ func (v statusView) render(w io.Writer, r fleet.Report) error {
 	}
 	p := v.palette
 	if r.Paused {
-		fmt.Fprintln(w, p.Paint(Yellow, "Repairs are PAUSED cluster-wide: "+r.PauseReason))
+		fmt.Fprintln(w, p.Paint(Yellow, "Repairs are PAUSED cluster-wide: "+termsafe.String(r.PauseReason)))
 	}
 	wide := v.output == OutputWide
 	header := []string{"NODE", "POOL", "ZONE", "READY"}
@@ -110,7 +111,7 @@ func (v statusView) render(w io.Writer, r fleet.Report) error {
 		writeGroups(w, p, "ZONE", r.Zones)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, summaryLine(r))
+	fmt.Fprintln(w, termsafe.String(summaryLine(r)))
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/cli/termsafe"
 )
 
 // clearScreen moves the cursor home and clears the terminal, so that each
@@ -66,8 +67,8 @@ func (o *statusOptions) watchLoop(ctx context.Context, c *Clients, s Streams, vi
 		_, _ = pause.AddEventHandler(handler)
 		synced = append(synced, pause.HasSynced)
 	} else {
-		fmt.Fprintf(s.Err, "warning: cannot watch the pause switch (ConfigMap %s/%s): %v; shown as not paused\n",
-			o.controller.namespace, o.controller.pauseConfigMap, apierrors.ReasonForError(err))
+		fmt.Fprintln(s.Err, termsafe.String(fmt.Sprintf("warning: cannot watch the pause switch (ConfigMap %s/%s): %v; shown as not paused",
+			o.controller.namespace, o.controller.pauseConfigMap, apierrors.ReasonForError(err))))
 	}
 
 	dynFactory := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)

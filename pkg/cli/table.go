@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"nodemend.dev/nodemend/pkg/cli/termsafe"
 )
 
 // Cell is one table cell: its text and, when colour is on, its style.
@@ -30,12 +32,20 @@ func (t *Table) Row(cells ...Cell) { t.rows = append(t.rows, cells) }
 func (t *Table) Len() int { return len(t.rows) }
 
 // Write renders the table with p's colours; the last column is not padded.
+// Cells are shown through termsafe: they hold strings from the API.
 func (t *Table) Write(w io.Writer, p Palette) error {
+	rows := make([][]Cell, len(t.rows))
+	for i, r := range t.rows {
+		rows[i] = make([]Cell, len(r))
+		for j, c := range r {
+			rows[i][j] = Cell{Text: termsafe.String(c.Text), Style: c.Style}
+		}
+	}
 	widths := make([]int, len(t.header))
 	for i, h := range t.header {
 		widths[i] = utf8.RuneCountInString(h)
 	}
-	for _, r := range t.rows {
+	for _, r := range rows {
 		for i, c := range r {
 			if i < len(widths) {
 				widths[i] = max(widths[i], utf8.RuneCountInString(c.Text))
@@ -66,7 +76,7 @@ func (t *Table) Write(w io.Writer, p Palette) error {
 		head[i] = Cell{Text: h, Style: Bold}
 	}
 	line(head)
-	for _, r := range t.rows {
+	for _, r := range rows {
 		line(r)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/cli/termsafe"
 	"nodemend.dev/nodemend/pkg/cli/timeline"
 )
 
@@ -22,13 +23,14 @@ var phaseStyles = map[string]Style{
 // renderTimeline draws a header, one bar per phase on a common time axis
 // (a Gantt chart), and the entries.
 func renderTimeline(w io.Writer, p Palette, tl timeline.Timeline, width int, loc *time.Location) error {
-	head := "Node " + p.Paint(Bold, tl.Node)
+	// The node, trigger, owner and replacement come from the API.
+	head := "Node " + p.Paint(Bold, termsafe.String(tl.Node))
 	if tl.Gone {
 		head += " (gone)"
 	}
 	for _, kv := range [][2]string{{"trigger", tl.Trigger}, {"owner", tl.Owner}, {"replaced by", tl.Replacement}} {
 		if kv[1] != "" {
-			head += "   " + kv[0] + " " + kv[1]
+			head += "   " + kv[0] + " " + termsafe.String(kv[1])
 		}
 	}
 	fmt.Fprintln(w, head)
