@@ -17,14 +17,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodemend.dev/nodemend/internal/testsupport/hostileconfig"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
-	"nodemend.dev/nodemend/pkg/agent/config/configtest"
 )
 
 // BenchmarkHostileConfig measures the real nodemend-agent binary's
 // resident memory while it refuses hostile config files
-// (configtest.Hostile, plus a 100 MB file), against its idle RSS:
+// (hostileconfig.Hostile, plus a 100 MB file), against its idle RSS:
 //
 //   - reload: an idle agent is given each hostile file in turn; its peak
 //     RSS (VmHWM, reset through /proc/PID/clear_refs before each file) is
@@ -56,7 +56,7 @@ func BenchmarkHostileConfig(b *testing.B) {
 	if _, err := env.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hostile"}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	docs := configtest.Hostile()
+	docs := hostileconfig.Hostile()
 	bigFile := filepath.Join(dir, "big.yaml")
 	if err := os.WriteFile(bigFile, nil, 0o600); err != nil {
 		b.Fatal(err)
@@ -122,9 +122,9 @@ func BenchmarkHostileConfig(b *testing.B) {
 		_ = cmd.Wait()
 
 		// The baseline: what refusing a small invalid config costs at start.
-		baseline := configtest.Doc{Name: "baseline: a small invalid config", Data: "monitors: {kernel: {enabled: maybe}}\n"}
+		baseline := hostileconfig.Doc{Name: "baseline: a small invalid config", Data: "monitors: {kernel: {enabled: maybe}}\n"}
 		maxStart, baseStart := int64(0), int64(0)
-		for _, d := range append(append([]configtest.Doc{baseline}, docs...), configtest.Doc{Name: "100 MB file"}) {
+		for _, d := range append(append([]hostileconfig.Doc{baseline}, docs...), hostileconfig.Doc{Name: "100 MB file"}) {
 			cfg := bigFile
 			if d.Data != "" {
 				cfg = filepath.Join(dir, "start.yaml")

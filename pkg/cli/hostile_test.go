@@ -67,7 +67,9 @@ func TestHostileAPIStringsAreShownEscaped(t *testing.T) {
 	if _, err := core.CoreV1().ConfigMaps(ctl).Create(ctx, pause, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = core.CoreV1().ConfigMaps(ctl).Delete(context.Background(), pause.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = core.CoreV1().ConfigMaps(ctl).Delete(context.Background(), pause.Name, metav1.DeleteOptions{})
+	})
 	node := "hostile-node"
 	createNode(t, testNode{name: node, labels: map[string]string{"hostile": "yes"},
 		annotations: map[string]string{

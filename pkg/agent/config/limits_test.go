@@ -10,12 +10,12 @@ import (
 	"syscall"
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/agent/config/configtest"
+	"nodemend.dev/nodemend/internal/testsupport/hostileconfig"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
 func TestHostileConfigsAreRefused(t *testing.T) {
-	for _, tc := range configtest.Hostile() {
+	for _, tc := range hostileconfig.Hostile() {
 		t.Run(tc.Name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.Data))
 			if err == nil || !strings.Contains(err.Error(), tc.Want) || !strings.HasPrefix(err.Error(), "invalid agent config: ") {
@@ -34,7 +34,7 @@ func TestHostileConfigsAreRefused(t *testing.T) {
 // the real agent's resident memory.
 func TestHostileConfigsCostLittle(t *testing.T) {
 	const budget = 8 << 20
-	for _, tc := range configtest.Hostile() {
+	for _, tc := range hostileconfig.Hostile() {
 		name, data := tc.Name, []byte(tc.Data)
 		runtime.GC()
 		var before, after runtime.MemStats
@@ -157,7 +157,7 @@ func reasonNames() []string {
 }
 
 func TestCorpusSizesAreTheLimits(t *testing.T) {
-	if configtest.MiB != MaxFileBytes {
-		t.Fatalf("configtest.MiB = %d, MaxFileBytes = %d", configtest.MiB, MaxFileBytes)
+	if hostileconfig.MiB != MaxFileBytes {
+		t.Fatalf("hostileconfig.MiB = %d, MaxFileBytes = %d", hostileconfig.MiB, MaxFileBytes)
 	}
 }

@@ -1,6 +1,6 @@
-// Package configtest holds the hostile config documents that the config
+// Package hostileconfig holds the hostile config documents that the config
 // parser's tests and the agent's memory benchmark share.
-package configtest
+package hostileconfig
 
 import (
 	"fmt"
