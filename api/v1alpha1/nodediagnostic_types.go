@@ -1,12 +1,15 @@
 package v1alpha1
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // NodeDiagnostic asks the nodemend-agent on one node for a diagnostic bundle
-// (logCapture) and/or a packet capture (packetCapture). The agent on
+// (logCapture), a packet capture (packetCapture) and/or a GPU diagnostic
+// (gpuDiagnostic). The agent on
 // spec.nodeName watches only its own objects (a server-side field selector on
 // the selectable field spec.nodeName), does the work and reports progress in
 // status. A capture whose status says Completed or Failed for the current
@@ -20,6 +23,7 @@ import (
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Logs",type=string,JSONPath=`.status.logCapture.state`
 // +kubebuilder:printcolumn:name="Packets",type=string,JSONPath=`.status.packetCapture.state`
+// +kubebuilder:printcolumn:name="GPU",type=string,JSONPath=`.status.gpuDiagnostic.result`,priority=1
 // +kubebuilder:printcolumn:name="File",type=string,JSONPath=`.status.logCapture.fileName`,priority=1
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.logCapture.sizeBytes`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -42,7 +46,7 @@ type NodeDiagnosticList struct {
 
 // NodeDiagnosticSpec says which node to diagnose and what to capture.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.logCapture) || has(self.packetCapture)",message="at least one of logCapture and packetCapture is required"
+// +kubebuilder:validation:XValidation:rule="has(self.logCapture) || has(self.packetCapture) || has(self.gpuDiagnostic)",message="at least one of logCapture, packetCapture and gpuDiagnostic is required"
 type NodeDiagnosticSpec struct {
 	// NodeName is the Node whose agent does the work. It cannot change: a
 	// capture half done on one node cannot move to another.
@@ -62,6 +66,49 @@ type NodeDiagnosticSpec struct {
 	// in chunks as they close.
 	// +optional
 	PacketCapture *PacketCaptureSpec `json:"packetCapture,omitempty"`
+
+	// GPUDiagnostic runs NVIDIA DCGM's diagnostic (dcgmi diag) on the node's
+	// GPUs, where DCGM runs. The diagnostic loads the GPUs and fails or
+	// disturbs the work running on them: drain the node first. With a
+	// logCapture in the same object, the bundle waits for the diagnostic and
+	// contains its result.
+	// +optional
+	GPUDiagnostic *GPUDiagnosticSpec `json:"gpuDiagnostic,omitempty"`
+}
+
+// GPUDiagnosticSpec configures a GPU diagnostic.
+type GPUDiagnosticSpec struct {
+	// Level is DCGM's diagnostic level: 1 quick (seconds), 2 medium (about
+	// two minutes), 3 long (about 15 minutes), 4 extended (an hour or more).
+	//
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4
+	Level int32 `json:"level,omitempty"`
+
+	// Timeout bounds the run, at most 8h; the host engine is asked to stop
+	// it then too. Default: 10m for level 1, 30m for level 2, 2h for level
+	// 3, 8h for level 4.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('8h')",message="timeout must be between 1s and 8h"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// DefaultGPUDiagnosticTimeout is the timeout of a level when the spec has
+// none: several times the level's usual run time.
+func DefaultGPUDiagnosticTimeout(level int32) time.Duration {
+	switch level {
+	case 2:
+		return 30 * time.Minute
+	case 3:
+		return 2 * time.Hour
+	case 4:
+		return 8 * time.Hour
+	}
+	return 10 * time.Minute
 }
 
 // DestinationNode keeps a bundle on the node, under /var/log/nodemend/, where
@@ -202,9 +249,13 @@ type NodeDiagnosticStatus struct {
 	// +optional
 	PacketCapture *CaptureStatus `json:"packetCapture,omitempty"`
 
+	// GPUDiagnostic is the state and result of the GPU diagnostic.
+	// +optional
+	GPUDiagnostic *GPUDiagnosticStatus `json:"gpuDiagnostic,omitempty"`
+
 	// Conditions: Accepted (the agent on the node picked the object up),
-	// LogsCollected and PacketsCaptured (True when done, False with a reason
-	// when failed).
+	// LogsCollected, PacketsCaptured and GPUDiagnosed (True when done, False
+	// with a reason when failed).
 	//
 	// +optional
 	// +listType=map
@@ -304,9 +355,53 @@ type CollectorError struct {
 	Message string `json:"message"`
 }
 
+// GPUDiagnosticStatus is the state of a GPU diagnostic: a capture whose
+// file (destination node, like a bundle) is dcgmi's JSON output, and the
+// result DCGM gave.
+type GPUDiagnosticStatus struct {
+	CaptureStatus `json:",inline"`
+
+	// Level is the level that ran.
+	// +optional
+	Level int32 `json:"level,omitempty"`
+
+	// Result is Pass when every test result passed (or was skipped), Fail
+	// when one did not. Empty until the diagnostic completed.
+	// +optional
+	Result GPUDiagnosticResult `json:"result,omitempty"`
+
+	// FailedTests names the test results that did not pass, e.g.
+	// "memory on GPU 0".
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	FailedTests []string `json:"failedTests,omitempty"`
+
+	// DCGMVersion and DriverVersion are what DCGM reported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	DCGMVersion string `json:"dcgmVersion,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	DriverVersion string `json:"driverVersion,omitempty"`
+}
+
+// GPUDiagnosticResult is a GPU diagnostic's overall result.
+//
+// +kubebuilder:validation:Enum=Pass;Fail
+type GPUDiagnosticResult string
+
+// GPU diagnostic results.
+const (
+	GPUDiagnosticPass GPUDiagnosticResult = "Pass"
+	GPUDiagnosticFail GPUDiagnosticResult = "Fail"
+)
+
 // Condition types of a NodeDiagnostic.
 const (
 	ConditionAccepted        = "Accepted"
 	ConditionLogsCollected   = "LogsCollected"
 	ConditionPacketsCaptured = "PacketsCaptured"
+	ConditionGPUDiagnosed    = "GPUDiagnosed"
 )

@@ -46,6 +46,10 @@ func packets(mut func(*v1alpha1.PacketCaptureSpec)) v1alpha1.NodeDiagnosticSpec 
 	return v1alpha1.NodeDiagnosticSpec{NodeName: "node-a", PacketCapture: p}
 }
 
+func gpu(level int32, timeout *metav1.Duration) v1alpha1.NodeDiagnosticSpec {
+	return v1alpha1.NodeDiagnosticSpec{NodeName: "node-a", GPUDiagnostic: &v1alpha1.GPUDiagnosticSpec{Level: level, Timeout: timeout}}
+}
+
 func logs(dest string, mut func(*v1alpha1.LogCaptureSpec)) v1alpha1.NodeDiagnosticSpec {
 	l := &v1alpha1.LogCaptureSpec{Destination: dest}
 	if mut != nil {
@@ -72,7 +76,14 @@ func TestAdmission(t *testing.T) {
 			l.Categories = []v1alpha1.LogCategory{"base", "kernel", "networking"}
 			l.Since = dur(2 * time.Hour)
 		}), ""},
-		{"nothing to capture", v1alpha1.NodeDiagnosticSpec{NodeName: "node-a"}, "at least one of logCapture and packetCapture is required"},
+		{"nothing to capture", v1alpha1.NodeDiagnosticSpec{NodeName: "node-a"}, "at least one of logCapture, packetCapture and gpuDiagnostic is required"},
+		{"gpu diagnostic alone", gpu(2, nil), ""},
+		{"gpu diagnostic with timeout", gpu(3, dur(45*time.Minute)), ""},
+		{"gpu diagnostic default level", gpu(0, nil), ""},
+		{"gpu diagnostic level 5", gpu(5, nil), "spec.gpuDiagnostic.level"},
+		{"gpu diagnostic level -1", gpu(-1, nil), "spec.gpuDiagnostic.level"},
+		{"gpu diagnostic over 8h", gpu(4, dur(9*time.Hour)), "timeout must be between 1s and 8h"},
+		{"gpu diagnostic of 0s", gpu(1, dur(0)), "timeout must be between 1s and 8h"},
 		{"no node", v1alpha1.NodeDiagnosticSpec{LogCapture: &v1alpha1.LogCaptureSpec{}}, "spec.nodeName"},
 		{"bad node name", v1alpha1.NodeDiagnosticSpec{NodeName: "Node_A", LogCapture: &v1alpha1.LogCaptureSpec{}}, "spec.nodeName"},
 		{"http destination", logs("http://bucket.example.com/x", nil), `destination must be "node" or an https:// URL`},

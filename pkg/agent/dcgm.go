@@ -1,6 +1,13 @@
 package agent
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"nodemend.dev/nodemend/pkg/diagnostics"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
@@ -39,4 +46,52 @@ func (a *Agent) dcgmClient() *dcgm.Client {
 		return nil
 	}
 	return a.dcgm.client
+}
+
+// dcgmDiagnostics runs the GPU diagnostics of NodeDiagnostics through DCGM
+// and reports what they find (DCGMDiagnosticFailure) like any detection.
+type dcgmDiagnostics struct{ a *Agent }
+
+func (d dcgmDiagnostics) Run(ctx context.Context, level int, timeout time.Duration) (diagnostics.GPUDiagnosticResult, error) {
+	c := d.a.dcgmClient()
+	if c == nil {
+		return diagnostics.GPUDiagnosticResult{}, fmt.Errorf("%w: DCGM is off in the agent config (monitors.nvidia.dcgm.mode)", diagnostics.ErrGPUDiagnosticsUnavailable)
+	}
+	if err := c.Installed(); err != nil {
+		return diagnostics.GPUDiagnosticResult{}, fmt.Errorf("%w: %v (monitors.nvidia.dcgm.dcgmi)", diagnostics.ErrGPUDiagnosticsUnavailable, err)
+	}
+	r, raw, err := c.Diag(ctx, level, timeout)
+	if errors.Is(err, dcgm.ErrUnreachable) {
+		return diagnostics.GPUDiagnosticResult{}, fmt.Errorf("%w: %v", diagnostics.ErrGPUDiagnosticsUnavailable, err)
+	}
+	res := diagnostics.GPUDiagnosticResult{Output: raw}
+	if err != nil {
+		return res, err
+	}
+	res.Version, res.DriverVersion, res.RuntimeError, res.Summary = r.Version, r.DriverVersion, r.RuntimeError, r.Summary()
+	failed := r.Failed()
+	res.Passed = len(failed) == 0
+	for _, f := range failed {
+		n := f.Test.Name
+		if s := f.Result.Entity.Subject(); s != "" {
+			n += " on " + s
+		}
+		res.Failed = append(res.Failed, n)
+	}
+	now := d.a.opts.Clock.Now()
+	for _, f := range dcgm.DiagFindings(r, level) {
+		d.a.reportNow(monitor.Finding{Reason: f.Reason, Message: f.Message, Subject: f.Subject, Severity: f.Severity, Observed: now})
+	}
+	return res, nil
+}
+
+// reportNow publishes a finding that no monitor check produced (a requested
+// diagnostic's) under the config in force.
+func (a *Agent) reportNow(f monitor.Finding) {
+	a.mu.Lock()
+	p := a.pipeline
+	a.mu.Unlock()
+	if p != nil {
+		a.report(p, f)
+	}
 }

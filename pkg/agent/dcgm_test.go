@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
@@ -168,5 +172,89 @@ func TestDCGMSourceSurvivesReloads(t *testing.T) {
 	}
 	if a.dcgmSource(cfg(dcgm.Off, "", time.Minute)) != nil || a.dcgmClient() != nil {
 		t.Error("mode off still has a source")
+	}
+}
+
+// A NodeDiagnostic's GPU diagnostic runs dcgmi diag at the requested level;
+// its result is in the object's status, and a failed test is
+// DCGMDiagnosticFailure on the node. It has its own API server: the one of
+// this package's other tests has no CRDs.
+func TestGPUDiagnosticThroughDCGM(t *testing.T) {
+	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	diag, err := os.ReadFile("../monitors/nvidia/dcgm/testdata/diag/level2-fail.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := command.NewScript().
+		Set("dcgmi health --set a", command.Result{Stdout: "Health monitor systems set successfully.\n"}).
+		Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "pass")}).
+		Set("dcgmi dmon --field-id 112 --count 1", command.Result{Stdout: "#Entity   DVCCTR\nID\nGPU 0   0\nGPU 1   0\n"}).
+		Set("dcgmi diag --run 2 --json --timeout 1800", command.Result{Stdout: string(diag), Err: errors.New("exit status 226")})
+	node := "gpu-diag-node"
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root := hostroot.New(t).WithProc().WithNvidiaGPUs(2)
+	root.AppendKmsg()
+	root.AppendJournal()
+	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+fastDCGM)
+	a, err := New(Options{
+		Client: env.Client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
+		NVML: nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), Commands: tools,
+		Diagnostics: DiagnosticsOptions{Config: env.Config},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	nd, err := ndclient.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := nd.Create(ctx, &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+		Spec: v1alpha1.NodeDiagnosticSpec{NodeName: node, GPUDiagnostic: &v1alpha1.GPUDiagnosticSpec{Level: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *v1alpha1.GPUDiagnosticStatus
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := nd.Get(ctx, obj.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st = got.Status.GPUDiagnostic; st != nil && st.State.Final() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no result; status %+v", got.Status)
+		}
+	}
+	if st.State != v1alpha1.CaptureCompleted || st.Result != v1alpha1.GPUDiagnosticFail || len(st.FailedTests) != 3 || st.DCGMVersion != "4.6.0" {
+		t.Fatalf("status %+v", st)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := condition(n, health.AcceleratedHardwareReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason == health.ReasonDCGMDiagnosticFailure {
+			if !strings.Contains(c.Message, "memory") || !strings.Contains(c.Message, "DCGM_FR_MEMORY_MISMATCH") {
+				t.Fatalf("message %q", c.Message)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no DCGMDiagnosticFailure; conditions %+v", n.Status.Conditions)
+		}
 	}
 }

@@ -32,7 +32,8 @@ func (a *Agent) startDiagnostics(ctx context.Context, wg *sync.WaitGroup) {
 	r, err := diagnostics.New(diagnostics.Options{
 		Config: d.Config, Client: a.opts.Client, NodeName: a.opts.NodeName, HostRoot: a.opts.HostRoot,
 		AllowUploadPrefixes: d.AllowUploadPrefixes, Gatherer: a.metrics.Registry, EffectiveConfig: a.effectiveConfig,
-		Clock: a.opts.Clock, Log: log,
+		GPUDiagnostics: dcgmDiagnostics{a},
+		Clock:          a.opts.Clock, Log: log,
 	})
 	if err != nil {
 		log.Error(err, "diagnostics disabled")

@@ -44,6 +44,7 @@ type logsOptions struct {
 	keep         bool
 	fresh        bool
 	parallel     int
+	gpuLevel     int32
 }
 
 func newLogsCommand(g *Global, s Streams) *cobra.Command {
@@ -59,11 +60,17 @@ deletes the object. Secrets are redacted on the node, before anything leaves it.
 With --upload-url the agent PUTs the bundle to that HTTPS URL (for example a pre-signed
 object-store URL) instead, and nothing is downloaded.
 
+With --gpu-diagnostic LEVEL the agent first runs NVIDIA DCGM's diagnostic at that level
+(1 quick to 4 extended) where DCGM runs, and the bundle carries its result; a failed test
+is reported on the node (DCGMDiagnosticFailure). The diagnostic loads the GPUs: drain the
+node first.
+
 Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get nodes/proxy
 (to download).`,
 		Example: `  kubectl mend logs ip-10-0-1-23.ec2.internal
   kubectl mend logs -l node.kubernetes.io/instance-type=p5.48xlarge --categories base,kernel,accelerators -o ./bundles
-  kubectl mend logs ip-10-0-1-23.ec2.internal --upload-url "$(aws s3 presign ... )"`,
+  kubectl mend logs ip-10-0-1-23.ec2.internal --upload-url "$(aws s3 presign ... )"
+  kubectl mend logs ip-10-0-1-23.ec2.internal --gpu-diagnostic 2 --categories accelerators`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), g, s, args)
 		},
@@ -79,6 +86,12 @@ Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get n
 	fl.BoolVar(&o.keep, "keep", false, "keep the NodeDiagnostic objects instead of deleting them")
 	fl.BoolVar(&o.fresh, "fresh", false, "always collect a new bundle instead of reusing a recent one")
 	fl.IntVar(&o.parallel, "parallel", 8, "nodes handled at once")
+	fl.Int32Var(&o.gpuLevel, "gpu-diagnostic", 0, "run DCGM's GPU diagnostic at this level (1-4) first; its result goes into the bundle (default --timeout then: the diagnostic's own plus 5m)")
+	cmd.PreRun = func(cmd *cobra.Command, _ []string) {
+		if o.gpuLevel > 0 && !cmd.Flags().Changed("timeout") {
+			o.timeout = v1alpha1.DefaultGPUDiagnosticTimeout(o.gpuLevel) + 5*time.Minute
+		}
+	}
 	return cmd
 }
 
@@ -107,6 +120,9 @@ func (o *logsOptions) validate(args []string) error {
 	}
 	if o.parallel < 1 {
 		o.parallel = 1
+	}
+	if o.gpuLevel < 0 || o.gpuLevel > 4 {
+		return fmt.Errorf("--gpu-diagnostic %d: the DCGM levels are 1 to 4", o.gpuLevel)
 	}
 	return nil
 }
@@ -243,6 +259,9 @@ func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node
 	if len(st.Errors) > 0 {
 		note = fmt.Sprintf(", %d collectors failed (see manifest.json)", len(st.Errors))
 	}
+	if g := done.Status.GPUDiagnostic; g != nil && g.Generation == done.Generation {
+		note += ", " + gpuNote(g)
+	}
 	prog.Update(node, "saved", "%s (%s%s)", path, HumanBytes(st.SizeBytes), note)
 	return nil
 }
@@ -295,12 +314,19 @@ func (o *logsOptions) spec(node string) v1alpha1.NodeDiagnosticSpec {
 	if o.since > 0 {
 		lc.Since = &metav1.Duration{Duration: o.since}
 	}
-	return v1alpha1.NodeDiagnosticSpec{NodeName: node, LogCapture: lc}
+	spec := v1alpha1.NodeDiagnosticSpec{NodeName: node, LogCapture: lc}
+	if o.gpuLevel > 0 {
+		spec.GPUDiagnostic = &v1alpha1.GPUDiagnosticSpec{Level: o.gpuLevel}
+	}
+	return spec
 }
 
 // reusable picks a completed bundle of the same request that is recent and
 // stays on the node long enough to be downloaded.
 func reusable(items []v1alpha1.NodeDiagnostic, spec v1alpha1.NodeDiagnosticSpec, now time.Time) *v1alpha1.NodeDiagnostic {
+	if spec.GPUDiagnostic != nil {
+		return nil // a diagnostic is asked for to learn the GPUs' state now
+	}
 	var best *v1alpha1.NodeDiagnostic
 	for i := range items {
 		it := &items[i]
@@ -478,4 +504,15 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.TrimRight(s[:n], ".-")
+}
+
+// gpuNote says how the GPU diagnostic went, for the "saved" line.
+func gpuNote(g *v1alpha1.GPUDiagnosticStatus) string {
+	switch {
+	case g.State == v1alpha1.CaptureFailed:
+		return "GPU diagnostic not done: " + truncate(g.Message, 200)
+	case g.Result == v1alpha1.GPUDiagnosticFail:
+		return fmt.Sprintf("GPU diagnostic level %d FAILED: %s", g.Level, strings.Join(g.FailedTests, ", "))
+	}
+	return fmt.Sprintf("GPU diagnostic level %d passed", g.Level)
 }

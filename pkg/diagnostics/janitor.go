@@ -36,10 +36,10 @@ type janitor struct {
 	log       logr.Logger
 }
 
-// ours reports names diagnostics create: bundles, partial bundles, spool
-// and packet-capture directories.
+// ours reports names diagnostics create: bundles, GPU diagnostic outputs,
+// partial files, spool and packet-capture directories.
 func ours(name string) bool {
-	return (strings.HasPrefix(name, BundlePrefix) && strings.HasSuffix(name, ".tar.gz")) ||
+	return (strings.HasPrefix(name, BundlePrefix) && (strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, GPUDiagnosticSuffix))) ||
 		(strings.HasPrefix(name, "."+BundlePrefix) && strings.HasSuffix(name, partialSuffix)) ||
 		strings.HasPrefix(name, spoolPrefix) || strings.HasPrefix(name, pcapPrefix)
 }

@@ -53,6 +53,18 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 			}, "UploadRefused")
 		}
 	}
+	// A GPU diagnostic of the same object goes into the bundle: wait for it.
+	var gpuFile string
+	if obj.Spec.GPUDiagnostic != nil {
+		if err := r.start(ctx, obj.Name, gen, kindLogs, attempts, "waiting for the GPU diagnostic of this object to finish", nil); err != nil {
+			return err
+		}
+		f, err := r.waitForGPUDiagnostic(ctx, obj.Name, gen)
+		if err != nil {
+			return err
+		}
+		gpuFile = f
+	}
 	now := r.opts.Clock.Now()
 	since := DefaultSince
 	if spec.Since != nil {
@@ -61,7 +73,7 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 	env := &collectors.Env{
 		HostRoot: r.opts.HostRoot, NodeName: r.opts.NodeName, Commands: r.opts.Commands, Netlink: r.opts.Netlink,
 		Since: now.Add(-since), Now: now, LogTailBytes: r.opts.LogTailBytes, Client: r.opts.Client,
-		Gatherer: r.opts.Gatherer, EffectiveConfig: r.opts.EffectiveConfig,
+		Gatherer: r.opts.Gatherer, EffectiveConfig: r.opts.EffectiveConfig, GPUDiagnosticFile: gpuFile,
 	}
 	cs := r.opts.Collectors(env, spec.Categories)
 	total := int32(len(cs))

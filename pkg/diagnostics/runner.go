@@ -1,9 +1,9 @@
 // Package diagnostics serves NodeDiagnostics on the agent: it watches the
 // objects of its own node only (server-side field selector on the selectable
 // field spec.nodeName), runs log captures (redacted .tar.gz bundles kept on
-// the node for the kubelet's /logs/ endpoint, or uploaded to an HTTPS URL)
-// and packet captures (chunks uploaded as they close), and reports each
-// capture's progress in status.
+// the node for the kubelet's /logs/ endpoint, or uploaded to an HTTPS URL),
+// packet captures (chunks uploaded as they close) and GPU diagnostics (one
+// at a time), and reports each capture's progress in status.
 //
 // All state that matters lives in the object's status, so a restarted agent
 // neither runs a finished capture again nor forgets one it was running: a
@@ -92,6 +92,8 @@ type Options struct {
 	// Gatherer and EffectiveConfig feed the nodemend category.
 	Gatherer        prometheus.Gatherer
 	EffectiveConfig func() any
+	// GPUDiagnostics runs GPU diagnostics (NVIDIA DCGM's); nil refuses them.
+	GPUDiagnostics GPUDiagnostics
 	// Collectors overrides the collector set (tests).
 	Collectors func(env *collectors.Env, cats []v1alpha1.LogCategory) []collect.Collector
 	Clock      clock.WithTicker
@@ -114,6 +116,8 @@ type Runner struct {
 	// statusMu serializes status writes of this process: the log and packet
 	// captures of one object write the same status.
 	statusMu sync.Mutex
+	// gpuSlot admits one GPU diagnostic at a time.
+	gpuSlot chan struct{}
 }
 
 type jobKey struct {
@@ -126,6 +130,7 @@ type captureKind string
 const (
 	kindLogs    captureKind = "logs"
 	kindPackets captureKind = "packets"
+	kindGPU     captureKind = "gpu"
 )
 
 type job struct {
@@ -176,7 +181,7 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{opts: opts, nd: nd, jobs: map[jobKey]*job{}}
+	r := &Runner{opts: opts, nd: nd, jobs: map[jobKey]*job{}, gpuSlot: make(chan struct{}, 1)}
 	return r, nil
 }
 
@@ -259,14 +264,12 @@ func (r *Runner) sync(ctx context.Context, name string) error {
 		return err
 	}
 	if !exists {
-		r.cancel(name, kindLogs, 0)
-		r.cancel(name, kindPackets, 0)
+		r.cancelAll(name)
 		return nil
 	}
 	obj := item.(*v1alpha1.NodeDiagnostic)
 	if obj.Spec.NodeName != r.opts.NodeName || obj.DeletionTimestamp != nil {
-		r.cancel(name, kindLogs, 0)
-		r.cancel(name, kindPackets, 0)
+		r.cancelAll(name)
 		return nil
 	}
 	if obj.Spec.LogCapture != nil {
@@ -283,7 +286,24 @@ func (r *Runner) sync(ctx context.Context, name string) error {
 	} else {
 		r.cancel(name, kindPackets, 0)
 	}
+	if obj.Spec.GPUDiagnostic != nil {
+		var st *v1alpha1.CaptureStatus
+		if obj.Status.GPUDiagnostic != nil {
+			st = &obj.Status.GPUDiagnostic.CaptureStatus
+		}
+		if err := r.ensure(ctx, obj, kindGPU, st); err != nil {
+			return err
+		}
+	} else {
+		r.cancel(name, kindGPU, 0)
+	}
 	return nil
+}
+
+func (r *Runner) cancelAll(name string) {
+	for _, k := range []captureKind{kindLogs, kindPackets, kindGPU} {
+		r.cancel(name, k, 0)
+	}
 }
 
 // cancel stops the job of (name, kind) unless it runs generation keep.
@@ -346,6 +366,8 @@ func (r *Runner) ensure(ctx context.Context, obj *v1alpha1.NodeDiagnostic, kind 
 			err = r.runLogCapture(jctx, obj.DeepCopy(), attempts)
 		case kindPackets:
 			err = r.runPacketCapture(jctx, obj.DeepCopy(), attempts)
+		case kindGPU:
+			err = r.runGPUDiagnostic(jctx, obj.DeepCopy(), attempts)
 		}
 		if err != nil && jctx.Err() == nil {
 			r.opts.Log.Error(err, "capture failed", "name", obj.Name, "kind", kind)
@@ -415,10 +437,16 @@ func (r *Runner) persistStatus(ctx context.Context, name string, gen int64, muta
 
 // finish writes a capture's final state and its condition.
 func (r *Runner) finish(ctx context.Context, name string, gen int64, kind captureKind, mutate func(*v1alpha1.CaptureStatus), reason string) error {
+	return r.finishWith(ctx, name, gen, kind, func(s *v1alpha1.NodeDiagnosticStatus) { mutate(captureStatus(s, kind)) }, reason)
+}
+
+// finishWith is finish for a mutation of the whole status (the GPU
+// diagnostic's result lives beside its capture status).
+func (r *Runner) finishWith(ctx context.Context, name string, gen int64, kind captureKind, mutate func(*v1alpha1.NodeDiagnosticStatus), reason string) error {
 	return r.persistStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
 		cs := captureStatus(s, kind)
 		cs.Generation = gen
-		mutate(cs)
+		mutate(s)
 		if cs.CompletionTime == nil {
 			now := metav1.NewTime(r.opts.Clock.Now())
 			cs.CompletionTime = &now
@@ -434,6 +462,9 @@ func (r *Runner) finish(ctx context.Context, name string, gen int64, kind captur
 }
 
 func captureStatus(s *v1alpha1.NodeDiagnosticStatus, kind captureKind) *v1alpha1.CaptureStatus {
+	if kind == kindGPU {
+		return &gpuStatus(s).CaptureStatus
+	}
 	p := &s.LogCapture
 	if kind == kindPackets {
 		p = &s.PacketCapture
@@ -445,8 +476,11 @@ func captureStatus(s *v1alpha1.NodeDiagnosticStatus, kind captureKind) *v1alpha1
 }
 
 func conditionType(kind captureKind) string {
-	if kind == kindPackets {
+	switch kind {
+	case kindPackets:
 		return v1alpha1.ConditionPacketsCaptured
+	case kindGPU:
+		return v1alpha1.ConditionGPUDiagnosed
 	}
 	return v1alpha1.ConditionLogsCollected
 }
@@ -457,6 +491,10 @@ func (r *Runner) start(ctx context.Context, name string, gen int64, kind capture
 		now := metav1.NewTime(r.opts.Clock.Now())
 		cs := captureStatus(s, kind)
 		*cs = v1alpha1.CaptureStatus{State: v1alpha1.CaptureRunning, Generation: gen, Attempts: attempts, StartTime: &now, Message: msg}
+		if kind == kindGPU {
+			gs := gpuStatus(s)
+			gs.Result, gs.FailedTests, gs.DCGMVersion, gs.DriverVersion = "", nil, "", ""
+		}
 		if mutate != nil {
 			mutate(cs)
 		}

@@ -15,6 +15,7 @@ func accelerators(e *Env) []collect.Collector {
 	return []collect.Collector{
 		commandCollector(e, catAccelerators, "nvidia-smi", "nvidia/nvidia-smi-q.txt", "nvidia-smi", "-q"),
 		commandCollector(e, catAccelerators, "nvidia-topology", "nvidia/nvidia-smi-topo.txt", "nvidia-smi", "topo", "-m"),
+		{Name: "accelerators/gpu-diagnostic", Category: catAccelerators, Run: e.gpuDiagnostic},
 		filesCollector(e, catAccelerators, "nvidia-driver", 0, "proc/driver/nvidia/version", "proc/driver/nvidia/params",
 			"proc/driver/nvidia/gpus/*/information", "proc/driver/nvidia/gpus/*/power"),
 		{Name: "accelerators/amdgpu", Category: catAccelerators, Run: e.amdgpu},
@@ -59,4 +60,13 @@ func (e *Env) amdgpu(ctx context.Context, out *collect.Output) error {
 		return collect.Skip("no AMD GPU")
 	}
 	return nil
+}
+
+// gpuDiagnostic copies the output of the GPU diagnostic the same
+// NodeDiagnostic ran (dcgmi diag's JSON).
+func (e *Env) gpuDiagnostic(ctx context.Context, out *collect.Output) error {
+	if e.GPUDiagnosticFile == "" {
+		return collect.Skip("no GPU diagnostic in this NodeDiagnostic")
+	}
+	return copyHostFile(ctx, out, "nvidia/dcgm-diagnostic.json", e.GPUDiagnosticFile, 0)
 }

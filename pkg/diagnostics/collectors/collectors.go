@@ -42,6 +42,10 @@ type Env struct {
 	EffectiveConfig func() any
 	// Now is the capture's start.
 	Now time.Time
+	// GPUDiagnosticFile is the path of the output of a GPU diagnostic the
+	// same NodeDiagnostic ran (the agent's own file, not under the host
+	// root); empty when none was asked for.
+	GPUDiagnosticFile string
 }
 
 func (e *Env) tail() int64 {

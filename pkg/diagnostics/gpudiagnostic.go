@@ -1,0 +1,224 @@
+package diagnostics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+)
+
+// GPUDiagnostics runs a GPU vendor's diagnostic on the node (NVIDIA DCGM's,
+// through the agent, which also reports what it found as detections).
+type GPUDiagnostics interface {
+	// Run runs the diagnostic at level, bounded by timeout. An error wrapping
+	// ErrGPUDiagnosticsUnavailable means the node cannot run one (no tool, no
+	// host engine, turned off): the request is refused, not failed midway.
+	Run(ctx context.Context, level int, timeout time.Duration) (GPUDiagnosticResult, error)
+}
+
+// ErrGPUDiagnosticsUnavailable is wrapped by the errors of a node that cannot
+// run a GPU diagnostic.
+var ErrGPUDiagnosticsUnavailable = errors.New("no GPU diagnostics on this node")
+
+// GPUDiagnosticResult is what a run produced.
+type GPUDiagnosticResult struct {
+	// Passed is true when no test result failed.
+	Passed bool
+	// Summary is one line for humans.
+	Summary string
+	// Failed names the results that did not pass: "memory on GPU 0".
+	Failed []string
+	// Version and DriverVersion are what the tool reported.
+	Version, DriverVersion string
+	// RuntimeError is set when the diagnostic could not run its tests.
+	RuntimeError string
+	// Output is the tool's output as printed (dcgmi's JSON), kept on the node
+	// and put into the bundle.
+	Output []byte
+}
+
+// GPUDiagnosticSuffix ends the name of a GPU diagnostic's output file, which
+// lives beside the bundles and is served and expired like them.
+const GPUDiagnosticSuffix = "-gpu-diagnostic.json"
+
+// GPUDiagnosticFileName names the output of object name's diagnostic
+// started at t.
+func GPUDiagnosticFileName(name string, t time.Time) string {
+	return strings.TrimSuffix(BundleFileName(name, t), ".tar.gz") + GPUDiagnosticSuffix
+}
+
+// runGPUDiagnostic runs the diagnostic of obj, one at a time on the node: a
+// second request waits (Pending) for the first, as the host engine runs one
+// diagnostic at a time anyway and two would measure each other.
+func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnostic, attempts int32) error {
+	spec := obj.Spec.GPUDiagnostic
+	gen := obj.Generation
+	level := spec.Level
+	if level == 0 {
+		level = 1
+	}
+	timeout := v1alpha1.DefaultGPUDiagnosticTimeout(level)
+	if spec.Timeout != nil {
+		timeout = spec.Timeout.Duration
+	}
+	fail := func(reason, msg string) error {
+		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+			s.State, s.Message, s.Level = v1alpha1.CaptureFailed, msg, level
+		}, reason)
+	}
+	if r.opts.GPUDiagnostics == nil {
+		return fail("GPUDiagnosticsUnavailable", "this agent runs no GPU diagnostics (DCGM is off in its config, monitors.nvidia.dcgm.mode)")
+	}
+
+	select {
+	case r.gpuSlot <- struct{}{}:
+	default:
+		if err := r.updateStatus(ctx, obj.Name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
+			gs := gpuStatus(s)
+			gs.State, gs.Generation, gs.Level = v1alpha1.CapturePending, gen, level
+			gs.Message = "waiting for another GPU diagnostic on this node to finish"
+		}); err != nil {
+			return err
+		}
+		select {
+		case r.gpuSlot <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer func() { <-r.gpuSlot }()
+
+	msg := fmt.Sprintf("running DCGM diagnostic level %d (timeout %v)", level, timeout)
+	if err := r.start(ctx, obj.Name, gen, kindGPU, attempts, msg, nil); err != nil {
+		return err
+	}
+	started := r.opts.Clock.Now()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	res, err := r.opts.GPUDiagnostics.Run(rctx, int(level), timeout)
+	timedOut := rctx.Err() == context.DeadlineExceeded
+	cancel()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var file string
+	var size int64
+	var expiry *metav1.Time
+	if len(res.Output) > 0 {
+		name := GPUDiagnosticFileName(obj.Name, started)
+		if werr := writeFileAtomic(filepath.Join(r.opts.OutputDir, name), res.Output); werr != nil {
+			r.opts.Log.Error(werr, "keeping the GPU diagnostic's output", "name", obj.Name)
+		} else {
+			file, size = name, int64(len(res.Output))
+			t := metav1.NewTime(r.opts.Clock.Now().Add(r.opts.Retention))
+			expiry = &t
+		}
+	}
+	record := func(s *v1alpha1.GPUDiagnosticStatus) {
+		s.Level, s.FileName, s.SizeBytes, s.ExpiryTime = level, file, size, expiry
+		s.DCGMVersion, s.DriverVersion = truncate(res.Version, 64), truncate(res.DriverVersion, 64)
+	}
+	switch {
+	case errors.Is(err, ErrGPUDiagnosticsUnavailable):
+		return fail("GPUDiagnosticsUnavailable", truncate(err.Error(), 1024))
+	case timedOut:
+		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+			record(s)
+			s.State, s.Message = v1alpha1.CaptureFailed, fmt.Sprintf("the diagnostic did not finish within %v", timeout)
+		}, "Timeout")
+	case err != nil:
+		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+			record(s)
+			s.State, s.Message = v1alpha1.CaptureFailed, truncate(err.Error(), 1024)
+		}, "DiagnosticFailed")
+	case res.RuntimeError != "":
+		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+			record(s)
+			s.State, s.Message = v1alpha1.CaptureFailed, truncate("the diagnostic did not run: "+res.RuntimeError, 1024)
+		}, "DiagnosticNotRun")
+	}
+	return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+		record(s)
+		s.State, s.Result = v1alpha1.CaptureCompleted, v1alpha1.GPUDiagnosticPass
+		if !res.Passed {
+			s.Result = v1alpha1.GPUDiagnosticFail
+		}
+		for _, f := range res.Failed {
+			if len(s.FailedTests) == 64 {
+				break
+			}
+			s.FailedTests = append(s.FailedTests, truncate(f, 128))
+		}
+		s.Message = res.Summary
+		if file != "" {
+			s.Message += fmt.Sprintf("; dcgmi's output on the node until %s at /api/v1/nodes/%s/proxy/logs/nodemend/%s",
+				expiry.UTC().Format(time.RFC3339), r.opts.NodeName, file)
+		}
+		s.Message = truncate(s.Message, 1024)
+	}, "Completed")
+}
+
+// finishGPU writes the diagnostic's final state: its capture status through
+// finish, and the GPU fields.
+func (r *Runner) finishGPU(ctx context.Context, name string, gen int64, mutate func(*v1alpha1.GPUDiagnosticStatus), reason string) error {
+	return r.finishWith(ctx, name, gen, kindGPU, func(s *v1alpha1.NodeDiagnosticStatus) {
+		gs := gpuStatus(s)
+		gs.Result, gs.FailedTests = "", nil
+		mutate(gs)
+	}, reason)
+}
+
+func gpuStatus(s *v1alpha1.NodeDiagnosticStatus) *v1alpha1.GPUDiagnosticStatus {
+	if s.GPUDiagnostic == nil {
+		s.GPUDiagnostic = &v1alpha1.GPUDiagnosticStatus{CaptureStatus: v1alpha1.CaptureStatus{State: v1alpha1.CapturePending}}
+	}
+	return s.GPUDiagnostic
+}
+
+// waitForGPUDiagnostic waits until the GPU diagnostic of the same object and
+// generation is final and returns its output file's path ("" when it left
+// none), so that the bundle contains it.
+func (r *Runner) waitForGPUDiagnostic(ctx context.Context, name string, gen int64) (string, error) {
+	t := r.opts.Clock.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		obj, err := r.nd.Get(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		if obj.Generation != gen {
+			return "", errStale
+		}
+		if gs := obj.Status.GPUDiagnostic; gs != nil && gs.Generation == gen && gs.State.Final() {
+			if gs.FileName == "" {
+				return "", nil
+			}
+			return filepath.Join(r.opts.OutputDir, filepath.Base(gs.FileName)), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+// writeFileAtomic writes data to path (0600) through a partial file, so the
+// janitor and the kubelet never see half of it.
+func writeFileAtomic(path string, data []byte) error {
+	partial := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+partialSuffix)
+	if err := os.WriteFile(partial, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(partial, path); err != nil {
+		_ = os.Remove(partial)
+		return err
+	}
+	return nil
+}
