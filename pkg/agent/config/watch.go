@@ -20,6 +20,9 @@ func Watch(ctx context.Context, path string, pollEvery time.Duration, apply func
 	first := true
 	load := func() {
 		data, err := ReadFile(path)
+		if err == nil && (first || !bytes.Equal(data, last)) {
+			data, err = settled(path, data)
+		}
 		if err != nil {
 			// Report a file that cannot be read (or is too large) once, not
 			// on every poll, and again when the reason changes.
@@ -54,9 +57,30 @@ func Watch(ctx context.Context, path string, pollEvery time.Duration, apply func
 			return
 		case <-tick.C:
 		case <-events:
-			// Editors write in several steps; let them finish.
-			time.Sleep(50 * time.Millisecond)
 		}
 		load()
 	}
+}
+
+// settleTime is how long a changed file must stay the same before it is
+// applied.
+const settleTime = 50 * time.Millisecond
+
+// settled reads the file again until two reads settleTime apart agree: a
+// file caught while it is rewritten (truncated, or half written: an editor
+// writes in several steps, os.WriteFile truncates before it writes) must not
+// be applied, even when the part read parses (an empty file is the defaults).
+func settled(path string, data []byte) ([]byte, error) {
+	for range 20 {
+		time.Sleep(settleTime)
+		again, err := ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(again, data) {
+			return data, nil
+		}
+		data = again
+	}
+	return data, nil
 }

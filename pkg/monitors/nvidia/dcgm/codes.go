@@ -149,7 +149,13 @@ var devastatingXIDs = map[int]bool{48: true, 74: true, 119: true, 120: true, 140
 // matcher is a compiled message format.
 type matcher struct {
 	code Code
-	re   *regexp.Regexp
+	// lead is the format's literal start up to its first space,
+	// punctuation or verb: a cheap test before the regexp (most words of a
+	// message start no format).
+	lead string
+	// number: the format starts with a numeric verb.
+	number bool
+	re     *regexp.Regexp
 	// literal is the format's literal text length: more specific formats
 	// are tried first ("Detected %ld %s for GPU %u" matches the start of
 	// many messages).
@@ -164,7 +170,12 @@ func compileMatchers() []matcher {
 	for _, h := range healthCodes {
 		for _, f := range h.formats {
 			re, lit := formatRegexp(f)
-			ms = append(ms, matcher{code: h.code, re: re, literal: lit})
+			lead := f
+			if i := strings.IndexAny(lead, " .,/%"); i >= 0 {
+				lead = lead[:i]
+			}
+			number := lead == "" && strings.HasPrefix(f, "%") && !strings.HasPrefix(f, "%s")
+			ms = append(ms, matcher{code: h.code, lead: lead, number: number, re: re, literal: lit})
 		}
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].literal > ms[j].literal })
@@ -222,7 +233,14 @@ func formatRegexp(format string) (*regexp.Regexp, int) {
 
 // recognize returns the code whose message format matches text at its start.
 func recognize(text string) (Code, bool) {
+	if text == "" {
+		return 0, false
+	}
+	digit := text[0] >= '0' && text[0] <= '9' || text[0] == '-'
 	for _, m := range matchers {
+		if (m.lead != "" && !strings.HasPrefix(text, m.lead)) || (m.number && !digit) {
+			continue
+		}
 		if m.re.MatchString(text) {
 			return m.code, true
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"nodemend.dev/nodemend/pkg/health"
 )
@@ -30,11 +31,23 @@ const (
 // DCGMHealthCode1, DCGM_FR_UNKNOWN.
 func HealthCodeReason(c Code) string {
 	name := fmt.Sprintf("%s%d", healthCodePrefix, int(c))
-	if _, ok := health.LookupReason(name); ok {
+	if registeredHealthCodes()[name] {
 		return name
 	}
 	return fmt.Sprintf("%s%d", healthCodePrefix, int(CodeUnknown))
 }
+
+// registeredHealthCodes are the DCGMHealthCode<N> the registry lists (looked
+// up once: the registry is a generated table).
+var registeredHealthCodes = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range health.Reasons() {
+		if strings.HasPrefix(r.Name, healthCodePrefix) {
+			m[r.Name] = true
+		}
+	}
+	return m
+})
 
 // FieldErrorReason is the reason of a degraded field: DCGMFieldError<N>.
 func FieldErrorReason(f FieldID) string { return fmt.Sprintf("%s%d", fieldErrorPrefix, int(f)) }

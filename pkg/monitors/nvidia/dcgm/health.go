@@ -183,7 +183,6 @@ func sortedKeys[V any](m map[string]V) []string {
 var (
 	spaces     = regexp.MustCompile(`\s+`)
 	xidMention = regexp.MustCompile(`(?:Detected XID|triggered by XID) ([0-9]+)`)
-	xidDetail  = regexp.MustCompile(`\(triggered by XID [0-9]+: $`)
 )
 
 // splitIncidents cuts the text of one system into its incidents. dcgmi joins
@@ -207,7 +206,7 @@ func splitIncidents(text string) []Incident {
 		if i > 0 && text[i-1] != ' ' {
 			continue
 		}
-		if xidDetail.MatchString(text[:i]) {
+		if afterXIDDetail(text[:i]) {
 			// DCGM repeats the message of a mapped XID in its detail:
 			// "... (triggered by XID 63: A pending retired page ...)".
 			continue
@@ -237,6 +236,20 @@ func splitIncidents(text string) []Incident {
 		}
 	}
 	return out
+}
+
+// afterXIDDetail reports whether prefix ends with "(triggered by XID N: ".
+func afterXIDDetail(prefix string) bool {
+	const lead = "(triggered by XID "
+	if !strings.HasSuffix(prefix, ": ") {
+		return false
+	}
+	digits := strings.TrimSuffix(prefix, ": ")
+	j := len(digits)
+	for j > 0 && digits[j-1] >= '0' && digits[j-1] <= '9' {
+		j--
+	}
+	return j < len(digits) && strings.HasSuffix(digits[:j], lead)
 }
 
 // trimJoint drops the ", " that joined a message to the next one.
