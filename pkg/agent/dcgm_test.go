@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +17,8 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
-	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
@@ -180,11 +177,6 @@ func TestDCGMSourceSurvivesReloads(t *testing.T) {
 // DCGMDiagnosticFailure on the node. It has its own API server: the one of
 // this package's other tests has no CRDs.
 func TestGPUDiagnosticThroughDCGM(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	ctx := context.Background()
 	diag, err := os.ReadFile("../monitors/nvidia/dcgm/testdata/diag/level2-fail.json")
 	if err != nil {
@@ -196,31 +188,9 @@ func TestGPUDiagnosticThroughDCGM(t *testing.T) {
 		Set("dcgmi dmon --field-id 112 --count 1", command.Result{Stdout: "#Entity   DVCCTR\nID\nGPU 0   0\nGPU 1   0\n"}).
 		Set("dcgmi diag --run 2 --json --timeout 1800", command.Result{Stdout: string(diag), Err: errors.New("exit status 226")})
 	node := "gpu-diag-node"
-	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	root := hostroot.New(t).WithProc().WithNvidiaGPUs(2)
-	root.AppendKmsg()
-	root.AppendJournal()
-	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+fastDCGM)
-	a, err := New(Options{
-		Client: env.Client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
-		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
-		NVML: nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), Commands: tools,
-		Diagnostics: DiagnosticsOptions{Config: env.Config},
+	env, nd := startDiagnosticsAgent(t, node, hostroot.New(t).WithProc().WithNvidiaGPUs(2), fastDCGM, func(o *Options) {
+		o.NVML, o.Commands = nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), tools
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	nd, err := ndclient.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	obj, err := nd.Create(ctx, &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
 		Spec: v1alpha1.NodeDiagnosticSpec{NodeName: node, GPUDiagnostic: &v1alpha1.GPUDiagnosticSpec{Level: 2}}})
 	if err != nil {

@@ -22,39 +22,10 @@ import (
 // config and metrics. It has its own API server: the one of this package's
 // other tests has no CRDs.
 func TestDiagnosticsHook(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	ctx := context.Background()
-	node := "diag-hook-node"
-	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	root := hostroot.New(t).WithProc()
-	root.AppendKmsg()
-	root.AppendJournal()
-	root.WriteFile("etc/nodemend/agent.yaml", fileJournal)
-	a, err := New(Options{
-		Client: env.Client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
-		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
-		Diagnostics: DiagnosticsOptions{Config: env.Config},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	nd, err := ndclient.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, nd := startDiagnosticsAgent(t, "diag-hook-node", hostroot.New(t).WithProc(), "", nil)
 	obj, err := nd.Create(ctx, &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: "hook"},
-		Spec: v1alpha1.NodeDiagnosticSpec{NodeName: node, LogCapture: &v1alpha1.LogCaptureSpec{Categories: []v1alpha1.LogCategory{"nodemend"}}}})
+		Spec: v1alpha1.NodeDiagnosticSpec{NodeName: "diag-hook-node", LogCapture: &v1alpha1.LogCaptureSpec{Categories: []v1alpha1.LogCategory{"nodemend"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,4 +46,45 @@ func TestDiagnosticsHook(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startDiagnosticsAgent starts an API server with nodemend's CRDs (the one
+// of this package's other tests has none) and an agent serving the
+// NodeDiagnostics of node over root, with cfg appended to the file journal
+// config; mut adjusts the agent's options.
+func startDiagnosticsAgent(t *testing.T, node string, root *hostroot.Root, cfg string, mut func(*Options)) (*testenv.Env, *ndclient.Client) {
+	t.Helper()
+	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root.AppendKmsg()
+	root.AppendJournal()
+	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+cfg)
+	opts := Options{
+		Client: env.Client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
+		Diagnostics: DiagnosticsOptions{Config: env.Config},
+	}
+	if mut != nil {
+		mut(&opts)
+	}
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	nd, err := ndclient.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, nd
 }
