@@ -17,6 +17,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/cli/timeline"
+	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
@@ -144,7 +145,8 @@ func eventsAbout(ctx context.Context, c *Clients, kind, namespace, name string) 
 }
 
 // ownerOf names the node's NodeClaim or Machine: from the node itself, or,
-// for a gone node, from the controller's hand-over event.
+// for a gone node, from the target recorded in the controller's hand-over
+// event.
 func ownerOf(node *corev1.Node, evs []eventlog.Event) (kind, namespace, name string) {
 	if node != nil {
 		for _, r := range node.OwnerReferences {
@@ -160,16 +162,9 @@ func ownerOf(node *corev1.Node, evs []eventlog.Event) (kind, namespace, name str
 		}
 		return "", "", ""
 	}
-	if e, ok := eventlog.Latest(evs, "", eventlog.RepairHandedOver); ok {
-		i := strings.LastIndex(e.Message, "deleting ")
-		if i >= 0 {
-			kind, ref, _ := strings.Cut(e.Message[i+len("deleting "):], " ")
-			if kind == "NodeClaim" || kind == "Machine" {
-				if ns, n, ok := strings.Cut(ref, "/"); ok {
-					return kind, ns, n
-				}
-				return kind, "", ref
-			}
+	if e, ok := eventlog.Latest(evs, "", history.HandedOver); ok && e.Repair != nil && e.Repair.Target != nil {
+		if t := e.Repair.Target; t.Kind == "NodeClaim" || t.Kind == "Machine" {
+			return t.Kind, t.Namespace, t.Name
 		}
 	}
 	return "", "", ""
@@ -259,9 +254,13 @@ func (o *timelineOptions) findReplacement(ctx context.Context, c *Clients, in ti
 // for, or no pool to look in.
 func replacementQuery(in timeline.Input, poolLabel, ownerKind, ownerName string) (string, time.Time) {
 	var after time.Time
+	var recorded *history.Pool
 	for _, e := range in.Events {
-		if e.Reason == eventlog.RepairStarted && (after.IsZero() || e.First.Before(after)) {
+		if e.Reason == history.Started && (after.IsZero() || e.First.Before(after)) {
 			after = e.First
+			if e.Repair != nil {
+				recorded = e.Repair.Pool
+			}
 		}
 	}
 	if in.Node != nil {
@@ -281,7 +280,17 @@ func replacementQuery(in timeline.Input, poolLabel, ownerKind, ownerName string)
 		}
 		return "", after
 	}
-	// Gone: Karpenter names NodeClaims "<nodepool>-<suffix>" (generateName).
+	// Gone: the pool the controller recorded when the repair started; for
+	// an earlier version's event, Karpenter's NodeClaim names
+	// ("<nodepool>-<suffix>", generateName).
+	if p := recorded; p != nil {
+		switch {
+		case p.Kind == pool.KindLabel && p.Label != "":
+			return p.Label + "=" + p.Name, after
+		case p.Kind == "NodePool" && p.Name != "":
+			return pool.KarpenterNodePoolLabel + "=" + p.Name, after
+		}
+	}
 	if ownerKind == "NodeClaim" {
 		if i := strings.LastIndex(ownerName, "-"); i > 0 {
 			return pool.KarpenterNodePoolLabel + "=" + ownerName[:i], after

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/pkg/cli/timeline"
+	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
@@ -37,11 +38,16 @@ func agentEvent(t *testing.T, node, reason, msg string, at time.Time) {
 }
 
 // controllerEvent writes an events.k8s.io/v1 Event as nodemend-controller's
-// recorder (controller-runtime's GetEventRecorder) does.
-func controllerEvent(t *testing.T, kind, name, reason, action, msg string, at time.Time) {
+// recorder (controller-runtime's GetEventRecorder) does, with the repair
+// record when one is given (an earlier version wrote none).
+func controllerEvent(t *testing.T, kind, name, reason, action, msg string, at time.Time, rec ...history.Record) {
 	t.Helper()
+	var ann map[string]string
+	if len(rec) > 0 {
+		ann = rec[0].Annotations()
+	}
 	e := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s.%d", name, eventSeq.Add(1))},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s.%d", name, eventSeq.Add(1)), Annotations: ann},
 		Regarding:  corev1.ObjectReference{Kind: kind, Name: name, APIVersion: "v1"},
 		Reason:     reason, Action: action, Note: msg, Type: corev1.EventTypeNormal,
 		EventTime:           metav1.NewMicroTime(at),
@@ -68,8 +74,11 @@ func TestTimelineGoneNode(t *testing.T) {
 	agentEvent(t, node, "NvidiaXID79Error", "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", t0)
 	since := t0.Add(2 * time.Second)
 	controllerEvent(t, "Node", node, "NodeRepairBlocked", "Gate", "pool NodePool/tlgpu: 2 of 4 nodes unhealthy, more than the 1 that maxUnhealthy 20% allows; nothing there is repaired until that changes; re-checking every 5m0s", since.Add(10*time.Minute))
-	controllerEvent(t, "Node", node, "NodeRepairStarted", "Taint", fmt.Sprintf("AcceleratedHardwareReady=False/NvidiaXID79Error since %s (toleration 10m0s, policy default): tainted nodemend.dev/repair:NoSchedule; drain Evict, deadline 10m0s; pool NodePool/tlgpu: 1 of 4 nodes unhealthy", since.UTC().Format(time.RFC3339)), since.Add(15*time.Minute))
-	controllerEvent(t, "Node", node, "NodeRepairHandedOver", "Drain", "drained in 1m0s; handing the node to the karpenter backend: deleting NodeClaim tlgpu-x7k2p", since.Add(16*time.Minute))
+	controllerEvent(t, "Node", node, "NodeRepairStarted", "Taint", fmt.Sprintf("AcceleratedHardwareReady=False/NvidiaXID79Error since %s (toleration 10m0s, policy default): tainted nodemend.dev/repair:NoSchedule; drain Evict, deadline 10m0s; pool NodePool/tlgpu: 1 of 4 nodes unhealthy", since.UTC().Format(time.RFC3339)), since.Add(15*time.Minute),
+		history.Record{Trigger: &history.Condition{Type: "AcceleratedHardwareReady", Status: "False", Reason: "NvidiaXID79Error"}, UnhealthySince: since,
+			Toleration: metav1.Duration{Duration: 10 * time.Minute}, Policy: "default", Pool: &history.Pool{Kind: "NodePool", Name: "tlgpu"}})
+	controllerEvent(t, "Node", node, "NodeRepairHandedOver", "Drain", "drained in 1m0s; handing the node to the karpenter backend: deleting NodeClaim tlgpu-x7k2p", since.Add(16*time.Minute),
+		history.Record{Target: &history.Target{Backend: "karpenter", APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "tlgpu-x7k2p"}, Took: metav1.Duration{Duration: time.Minute}})
 	controllerEvent(t, "Node", node, "NodeRepairSucceeded", "Repair", "node gone 18m0s after it became unhealthy (AcceleratedHardwareReady)", since.Add(18*time.Minute))
 	rep := createNode(t, testNode{name: "tl-replacement", labels: map[string]string{pool.KarpenterNodePoolLabel: "tlgpu"},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, time.Now().Add(40*time.Second))}})

@@ -22,6 +22,7 @@ import (
 
 	"nodemend.dev/nodemend/deploy/deploytest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
+	"nodemend.dev/nodemend/pkg/repair/history"
 )
 
 // The real controller, leader-elected, with nothing but its ServiceAccount's
@@ -99,7 +100,7 @@ func TestControllerRepairsWithOnlyItsServiceAccount(t *testing.T) {
 		_, err := admin.CoreV1().Nodes().Get(ctx, "repair-0", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	for _, reason := range []string{controller.EventStarted, controller.EventSucceeded} {
+	for _, reason := range []string{history.Started, history.Succeeded} {
 		poll(t, reason+" event", func(ctx context.Context) bool {
 			evs, err := admin.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 			if err != nil {

@@ -1,7 +1,8 @@
 // Package eventlog turns Kubernetes Events, whichever API wrote them
 // (core/v1 by the kubelet and nodemend-agent, events.k8s.io/v1 by the
 // scheduler, nodemend-controller and Karpenter), into one flat, ordered
-// form that timeline and explain read. It is pure.
+// form that timeline and explain read, with nodemend-controller's repair
+// record decoded (pkg/repair/history). It is pure.
 package eventlog
 
 import (
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"nodemend.dev/nodemend/pkg/repair/history"
 )
 
 // Well-known reporters, as they name themselves in Events.
@@ -19,23 +22,6 @@ const (
 	Karpenter  = "karpenter"
 	Agent      = "nodemend-agent"
 	Controller = "nodemend-repair"
-)
-
-// The nodemend controller's event reasons (pkg/repair/controller), repeated
-// here so that the plugin does not link the controller; a test keeps them
-// equal.
-const (
-	RepairRecovered     = "NodeRecovered"
-	RepairBlocked       = "NodeRepairBlocked"
-	RepairWouldStart    = "NodeRepairWouldStart"
-	RepairStarted       = "NodeRepairStarted"
-	RepairDrainBlocked  = "NodeDrainBlocked"
-	RepairDrainForced   = "NodeDrainDeadlineExceeded"
-	RepairHandedOver    = "NodeRepairHandedOver"
-	RepairTargetDeleted = "NodeRepairTargetDeleted"
-	RepairSucceeded     = "NodeRepairSucceeded"
-	RepairFailed        = "NodeRepairFailed"
-	RepairInvalidState  = "NodeRepairStateInvalid"
 )
 
 // Event is one Event, flattened.
@@ -55,6 +41,10 @@ type Event struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
+	// Repair is the controller's record of the repair step
+	// (docs/repair-history.md); nil for everyone else's events and for the
+	// controller's events of earlier versions, which are shown as they are.
+	Repair *history.Record `json:"repair,omitempty"`
 }
 
 // FromCore flattens a core/v1 Event. Events written through events.k8s.io
@@ -88,6 +78,9 @@ func FromCore(e *corev1.Event) Event {
 	}
 	if out.Count == 0 {
 		out.Count = 1
+	}
+	if rec, ok := history.Read(e.Annotations); ok {
+		out.Repair = &rec
 	}
 	out.First, out.Last = first, last
 	return out

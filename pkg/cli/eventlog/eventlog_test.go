@@ -8,19 +8,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/pkg/repair/controller"
+	"nodemend.dev/nodemend/pkg/repair/history"
 )
 
-// The plugin repeats the controller's event reasons; they must not drift.
-func TestReasonsMatchController(t *testing.T) {
-	pairs := map[string]string{
-		RepairRecovered: controller.EventRecovered, RepairBlocked: controller.EventBlocked, RepairWouldStart: controller.EventWouldStart,
-		RepairStarted: controller.EventStarted, RepairDrainBlocked: controller.EventDrainBlocked, RepairDrainForced: controller.EventDrainForced,
-		RepairHandedOver: controller.EventHandedOver, RepairTargetDeleted: controller.EventTargetDeleted, RepairSucceeded: controller.EventSucceeded,
-		RepairFailed: controller.EventFailed, RepairInvalidState: controller.EventInvalidState, Controller: controller.Name,
+// The reporter name the plugin looks for is the controller's (the reasons
+// and records come from pkg/repair/history, shared by both).
+func TestReporterIsTheController(t *testing.T) {
+	if Controller != controller.Name {
+		t.Errorf("%q != controller's %q", Controller, controller.Name)
 	}
-	for ours, theirs := range pairs {
-		if ours != theirs {
-			t.Errorf("%q != controller's %q", ours, theirs)
+}
+
+// The controller's record rides on its Events and is decoded; a record of
+// an unknown version, or none, leaves the event plain.
+func TestFromCoreReadsTheRepairRecord(t *testing.T) {
+	rec := history.Record{Trigger: &history.Condition{Type: "KernelReady", Status: "False", Reason: "KernelBug"}, Policy: "default"}
+	e := corev1.Event{ObjectMeta: metav1.ObjectMeta{Annotations: rec.Annotations()}, ReportingController: Controller, Reason: history.Started}
+	got := FromCore(&e)
+	if got.Repair == nil || got.Repair.Trigger.String() != "KernelReady=False/KernelBug" || got.Repair.Policy != "default" {
+		t.Errorf("record not read: %+v", got.Repair)
+	}
+	for _, ann := range []map[string]string{nil, {history.Annotation: `{"v":99,"policy":"x"}`}, {history.Annotation: "not json"}} {
+		e.Annotations = ann
+		if got := FromCore(&e); got.Repair != nil {
+			t.Errorf("%v: read as %+v", ann, got.Repair)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/gate"
+	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -102,7 +103,7 @@ func repairFindings(in NodeInput) []Finding {
 		return []Finding{{Cause: "the repair failed: " + row.Detail, Fix: "the engine did not remove the node: check its " + row.Target + " and the engine's logs", Source: src, Blocking: true}}
 	case fleet.Draining:
 		f := Finding{Cause: "nodemend is draining the node " + row.Detail, Fix: "nothing, unless evictions are refused: see the PodDisruptionBudget findings", Source: src}
-		if e, ok := eventlog.Latest(in.Events, "", eventlog.RepairDrainBlocked); ok {
+		if e, ok := eventlog.Latest(in.Events, "", history.DrainBlocked); ok {
 			f.Evidence = append(f.Evidence, e.Message)
 		}
 		return append(gateFindings(in), f)

@@ -8,6 +8,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/repair/history"
 )
 
 // NodePoolInput is what explain reads for a Karpenter NodePool.
@@ -62,7 +63,7 @@ func NodePoolReport(in NodePoolInput) Report {
 			in.Gate.Unhealthy, in.Gate.Size, in.Gate.Allowed, in.Gate.MaxUnhealthy),
 			Fix:    "a pool-wide fault (bad AMI, driver, network) is likely: find the common cause (`kubectl mend status -l karpenter.sh/nodepool=" + p.Name + "`); raise maxUnhealthy only if repairing that many at once is safe",
 			Source: eventlog.Controller, Blocking: true}
-		if e, ok := eventlog.Latest(in.Events, "", eventlog.RepairBlocked); ok {
+		if e, ok := eventlog.Latest(in.Events, "", history.Blocked); ok {
 			f.Evidence = append(f.Evidence, e.Message)
 		}
 		fs = append(fs, f)

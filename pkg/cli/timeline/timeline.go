@@ -6,13 +6,14 @@
 //	detect → toleration → (blocked) → drain → terminate → replacement Ready
 //
 // It is pure; the node may already be gone (Node nil), in which case the
-// events that remain (kept an hour by default) tell the story, including the
-// controller's own messages, whose format this package reads.
+// events that remain (kept an hour by default) tell the story: the
+// controller's carry a typed record of each step (pkg/repair/history,
+// docs/repair-history.md). Events without one (written by earlier versions)
+// are listed as they are and give only their reason and time.
 package timeline
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -102,13 +104,6 @@ type Timeline struct {
 	Total time.Duration `json:"totalNanos"`
 }
 
-// startedRE reads the controller's NodeRepairStarted / NodeRepairWouldStart
-// message: "<Type=Status/Reason> since <RFC3339> (toleration <d>, policy <p>)".
-var startedRE = regexp.MustCompile(`(\S+=\S+) since (\S+) \(toleration ([^,]+), policy ([^)]+)\)`)
-
-// handedOverRE reads NodeRepairHandedOver: "... deleting <Kind> <name>".
-var handedOverRE = regexp.MustCompile(`deleting (\S+) (\S+)$`)
-
 // repairFacts are the key times, from annotations or, for a gone node,
 // from the controller's events.
 type repairFacts struct {
@@ -166,32 +161,34 @@ func facts(in Input, evs []eventlog.Event) repairFacts {
 		if e.Source != eventlog.Controller && !strings.HasPrefix(e.Source, eventlog.Controller) {
 			continue
 		}
+		rec := e.Repair
+		if rec == nil {
+			rec = &history.Record{} // an earlier version's event: its reason and time only
+		}
 		switch e.Reason {
-		case eventlog.RepairStarted, eventlog.RepairWouldStart:
-			if m := startedRE.FindStringSubmatch(e.Message); m != nil {
-				if f.trigger == "" {
-					f.trigger = m[1]
-				}
-				if t, err := time.Parse(time.RFC3339, m[2]); err == nil && (f.since.IsZero() || t.Before(f.since)) {
-					f.since = t
-				}
-				if d, err := time.ParseDuration(m[3]); err == nil {
-					f.toleration = d
-				}
+		case history.Started, history.WouldStart:
+			if f.trigger == "" && rec.Trigger != nil {
+				f.trigger = rec.Trigger.String()
 			}
-			if e.Reason == eventlog.RepairStarted && f.started.IsZero() {
+			if t := rec.UnhealthySince; !t.IsZero() && (f.since.IsZero() || t.Before(f.since)) {
+				f.since = t
+			}
+			if rec.Toleration.Duration > 0 {
+				f.toleration = rec.Toleration.Duration
+			}
+			if e.Reason == history.Started && f.started.IsZero() {
 				f.started = e.First
 			}
-		case eventlog.RepairHandedOver:
+		case history.HandedOver:
 			if f.drained.IsZero() {
 				f.drained = e.First
 			}
-			if m := handedOverRE.FindStringSubmatch(e.Message); m != nil && f.target == "" {
-				f.target = m[1] + " " + m[2]
+			if rec.Target != nil && f.target == "" {
+				f.target = rec.Target.String()
 			}
-		case eventlog.RepairSucceeded:
+		case history.Succeeded:
 			f.gone = e.First
-		case eventlog.RepairRecovered:
+		case history.Recovered:
 			if !e.Last.Before(f.since) {
 				f.recovered = e.Last
 			}
@@ -262,7 +259,7 @@ func phases(in Input, evs []eventlog.Event, f repairFacts) []Phase {
 	if waitEnd.IsZero() && in.Node == nil {
 		waitEnd = lastSeen(evs)
 	}
-	blockedEv, blocked := eventlog.First(evs, "", eventlog.RepairBlocked)
+	blockedEv, blocked := eventlog.First(evs, "", history.Blocked)
 	tolEnd := waitEnd
 	note := ""
 	if f.toleration > 0 {
@@ -285,7 +282,7 @@ func phases(in Input, evs []eventlog.Event, f repairFacts) []Phase {
 	}
 	if !f.started.IsZero() {
 		drainNote := ""
-		if e, ok := eventlog.Latest(evs, "", eventlog.RepairDrainBlocked); ok {
+		if e, ok := eventlog.Latest(evs, "", history.DrainBlocked); ok {
 			drainNote = e.Message
 		}
 		end := f.drained

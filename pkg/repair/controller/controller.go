@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
@@ -131,7 +131,7 @@ type Reconciler struct {
 	apiReader client.Reader
 	mapper    meta.RESTMapper
 	drainer   workflow.Drainer
-	recorder  events.EventRecorder
+	recorder  recorder.EventRecorder
 	backends  map[string]backend.Backend
 	pools     pool.Resolver
 	metrics   *metrics.Metrics
@@ -147,13 +147,11 @@ type Reconciler struct {
 	// inflight are repairs seen in progress, so that the node's
 	// disappearance can be reported as their success.
 	inflight map[string]inflight
-	// notified dedups events per node: event reason → message key.
-	notified map[string]map[string]string
+	// dedupe keeps events to one per state (events.go).
+	dedupe dedupe
 	// blocked are the nodes blocked by a pool or zone gate now, for the
 	// gauge and for the pool events.
 	blocked map[string]blockedAt
-	// poolNotified dedups NodeRepairBlocked on pool objects.
-	poolNotified map[string]bool
 
 	conflicts conflictRetries
 }
@@ -167,8 +165,9 @@ type blockedAt struct {
 type inflight struct {
 	uid       types.UID
 	condition string
-	reason    string
-	since     time.Time
+	// trigger is the node's repair-reason annotation, "Type=Status/Reason".
+	trigger string
+	since   time.Time
 }
 
 // Setup adds the repair controller to mgr.
@@ -181,17 +180,15 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		return nil, err
 	}
 	r := &Reconciler{
-		opts:         opts,
-		client:       mgr.GetClient(),
-		apiReader:    mgr.GetAPIReader(),
-		mapper:       mgr.GetRESTMapper(),
-		drainer:      workflow.Drainer{Client: cs},
-		recorder:     mgr.GetEventRecorder(Name),
-		pools:        pool.Resolver{Label: opts.PoolLabel},
-		inflight:     map[string]inflight{},
-		notified:     map[string]map[string]string{},
-		poolNotified: map[string]bool{},
-		blocked:      map[string]blockedAt{},
+		opts:      opts,
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		mapper:    mgr.GetRESTMapper(),
+		drainer:   workflow.Drainer{Client: cs},
+		recorder:  mgr.GetEventRecorder(Name),
+		pools:     pool.Resolver{Label: opts.PoolLabel},
+		inflight:  map[string]inflight{},
+		blocked:   map[string]blockedAt{},
 	}
 	r.backends = map[string]backend.Backend{
 		backend.Karpenter:  karpenter.Backend{Reader: mgr.GetAPIReader()},

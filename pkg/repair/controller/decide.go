@@ -1,0 +1,351 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/gate"
+	"nodemend.dev/nodemend/pkg/repair/history"
+	"nodemend.dev/nodemend/pkg/repair/policy"
+	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/unhealthy"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+// This file is where a repair is decided: a node not under repair is
+// tolerated while its toleration runs, then the gates (pure, pkg/repair/gate)
+// allow or block it on the fleet counted from the cache, and an allowed
+// repair starts (taint, recorded on the node in one patch).
+
+// tolerate handles a node not under repair: record or clear its unhealthy
+// period, wait for the toleration, pass the gates, start the repair.
+func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, asmt unhealthy.Assessment, now time.Time) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if !asmt.Unhealthy() {
+		r.forget(node.Name)
+		if len(st.Since) > 0 && !r.opts.DryRun {
+			if err := r.patch(ctx, node, workflow.WithSince(node, nil), false); err != nil {
+				return reconcile.Result{}, err
+			}
+			log.Info("node recovered before its toleration passed", "unhealthySince", st.Since.String())
+			r.emit(recoveredEvent(node, st.Since))
+		}
+		return reconcile.Result{}, nil
+	}
+	if !r.opts.DryRun && !asmt.Since.Equal(st.Since) {
+		updated := workflow.WithSince(node, asmt.Since)
+		if err := r.patch(ctx, node, updated, false); err != nil {
+			return reconcile.Result{}, err
+		}
+		node = updated
+		log.Info("node unhealthy", "unhealthySince", asmt.Since.String(), "policy", pol.Name, "expires", asmt.NextExpiry().UTC().Format(time.RFC3339))
+		if err := r.after(ctx, node.Name, StepUnhealthyRecorded); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if pol.Action == v1alpha1.ActionNone {
+		r.cancelWake(node.Name)
+		if r.dedupe.first(node.Name, keyActionNone, pol.Name) {
+			log.Info("node unhealthy; its policy's action is None, so it is only counted", "policy", pol.Name)
+		}
+		return reconcile.Result{}, nil
+	}
+	trigger, expired := asmt.Expired(now)
+	if !expired {
+		r.wakeAt(node.Name, asmt.NextExpiry())
+		return reconcile.Result{}, nil
+	}
+	d, grp, err := r.decide(ctx, node, st, pol, set, now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !d.Allowed {
+		r.block(ctx, node, d, grp)
+		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		return reconcile.Result{}, nil
+	}
+	r.unblock(node.Name)
+	if r.opts.DryRun {
+		if r.emit(wouldStartEvent(node, trigger, pol, grp, d)) {
+			log.Info("dry run: would start repair", "trigger", workflow.Reason(trigger.Condition), "policy", pol.Name, "gate", d.Message)
+		}
+		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		return reconcile.Result{}, nil
+	}
+	started := workflow.Started(node, asmt.Since, trigger.Condition, pol.Name, now)
+	if err := r.patch(ctx, node, started, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.metrics.Started(string(trigger.Rule.Type), trigger.Condition.Reason, now.Sub(trigger.Since))
+	log.Info("repair started", "trigger", workflow.Reason(trigger.Condition), "policy", pol.Name, "gate", d.Message)
+	r.emit(startedEvent(started, trigger, pol, grp, d))
+	if err := r.after(ctx, node.Name, StepTainted); err != nil {
+		return reconcile.Result{}, err
+	}
+	st, err = workflow.Read(started)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	r.track(started, st)
+	return r.drain(ctx, started, st, pol, now)
+}
+
+// group is where a node is counted: its pool and its zone ("" for none).
+type group struct {
+	pool pool.Pool
+	zone string
+}
+
+func (g group) zoneKey() string { return "zone/" + g.zone }
+
+// decide runs the gates for a node whose toleration has passed. The fleet is
+// counted from the cache at the moment of the decision.
+func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, now time.Time) (gate.Decision, group, error) {
+	in := gate.Input{Vetoed: st.Vetoed, Veto: st.Veto, MaxUnhealthy: pol.MaxUnhealthy}
+	var err error
+	if in.Paused, in.PauseReason, err = r.paused(ctx); err != nil {
+		return gate.Decision{}, group{}, err
+	}
+	lookup, err := r.machineLookup(ctx)
+	if err != nil {
+		return gate.Decision{}, group{}, err
+	}
+	g := group{pool: r.pools.Of(node, lookup), zone: node.Labels[pool.ZoneLabel]}
+	if !in.Vetoed && !in.Paused {
+		in.Pool, in.Zone, err = r.count(ctx, g, set, lookup)
+		if err != nil {
+			return gate.Decision{}, group{}, err
+		}
+	}
+	return gate.Decide(in), g, nil
+}
+
+// count walks the fleet once and counts the nodes of g's pool and zone, and
+// how many of them are unhealthy under their own policy (tolerated or not)
+// or under repair.
+func (r *Reconciler) count(ctx context.Context, g group, set *policy.Set, lookup pool.MachineLookup) (gate.Group, *gate.Group, error) {
+	p := gate.Group{Name: g.pool.String()}
+	var z *gate.Group
+	if g.zone != "" {
+		z = &gate.Group{Name: g.zone}
+	}
+	err := r.eachNode(ctx, func(n *corev1.Node) {
+		inPool := r.pools.Of(n, lookup) == g.pool
+		inZone := z != nil && n.Labels[pool.ZoneLabel] == g.zone
+		if !inPool && !inZone {
+			return
+		}
+		u := countsUnhealthy(n, set)
+		if inPool {
+			p.Add(u)
+		}
+		if inZone {
+			z.Add(u)
+		}
+	})
+	return p, z, err
+}
+
+// eachNode calls f for every cached node, read-only. The gate walks the
+// whole fleet for each decision, so it reads the informer's store directly
+// rather than copying thousands of nodes into a list.
+func (r *Reconciler) eachNode(ctx context.Context, f func(*corev1.Node)) error {
+	if r.nodeStore != nil {
+		for _, o := range r.nodeStore.List() {
+			if n, ok := o.(*corev1.Node); ok {
+				f(n)
+			}
+		}
+		return nil
+	}
+	nodes := &corev1.NodeList{}
+	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		f(&nodes.Items[i])
+	}
+	return nil
+}
+
+func countsUnhealthy(n *corev1.Node, set *policy.Set) bool {
+	if n.Annotations[workflow.PhaseAnnotation] != "" {
+		return true
+	}
+	return unhealthy.Any(n.Status.Conditions, set.For(n.Labels).Rules)
+}
+
+// machineLookup indexes the cached Cluster API Machines (metadata only);
+// nil when Cluster API is not installed.
+func (r *Reconciler) machineLookup(ctx context.Context) (pool.MachineLookup, error) {
+	if r.machineGVK.Empty() {
+		return nil, nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(r.machineGVK.GroupVersion().WithKind("MachineList"))
+	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	idx := make(map[types.NamespacedName]pool.Machine, len(list.Items))
+	for i := range list.Items {
+		m := &list.Items[i]
+		idx[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = pool.Machine{Labels: m.Labels, Owner: metav1.GetControllerOf(m)}
+	}
+	return func(ns, name string) (pool.Machine, bool) {
+		m, ok := idx[types.NamespacedName{Namespace: ns, Name: name}]
+		return m, ok
+	}, nil
+}
+
+// halted checks the switches that stop a repair in progress: the node's
+// veto and the cluster-wide pause. The pool and zone gates are not
+// rechecked: the node is counted as unhealthy anyway, and a half-drained
+// node is better finished.
+func (r *Reconciler) halted(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time) (bool, error) {
+	in := gate.Input{Vetoed: st.Vetoed, Veto: st.Veto}
+	var err error
+	if in.Paused, in.PauseReason, err = r.paused(ctx); err != nil {
+		return false, err
+	}
+	d := gate.Decide(in)
+	if d.Gate != gate.Veto && d.Gate != gate.Pause {
+		r.unblock(node.Name)
+		return false, nil
+	}
+	d.Message += fmt.Sprintf(" (repair in phase %s halted)", st.Phase)
+	r.block(ctx, node, d, group{})
+	r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+	return true, nil
+}
+
+// block reports a blocked repair: once per node and blocking reason on the
+// node, once per blocked episode on the pool object where there is one.
+func (r *Reconciler) block(ctx context.Context, node *corev1.Node, d gate.Decision, g group) {
+	key := string(d.Gate)
+	switch d.Gate {
+	case gate.Pool:
+		key += "/" + g.pool.String()
+	case gate.Zone:
+		key += "/" + g.zone
+	}
+	if r.emit(blockedEvent(node, node.Name, key, d, r.opts.RecheckInterval, &g)) {
+		ctrl.LoggerFrom(ctx).Info("repair blocked", "gate", d.Gate, "reason", d.Message)
+		r.metrics.Blocked(string(d.Gate))
+	}
+	var where string
+	switch d.Gate {
+	case gate.Pool:
+		where = g.pool.String()
+	case gate.Zone:
+		where = g.zoneKey()
+	default:
+		return // veto and pause are not about a pool
+	}
+	r.mu.Lock()
+	r.blocked[node.Name] = blockedAt{where: where, gate: d.Gate}
+	r.mu.Unlock()
+	if d.Gate == gate.Pool && g.pool.HasObject() {
+		r.poolEvent(ctx, g, where, d)
+	}
+}
+
+// unblock forgets that a node was blocked (it passed the gates, recovered,
+// or is gone). A pool stays blocked while any of its nodes is; the event on
+// the pool object is emitted again for the next blocked episode.
+func (r *Reconciler) unblock(node string) {
+	r.dedupe.forget(node, history.Blocked)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.blocked[node]
+	if !ok {
+		return
+	}
+	delete(r.blocked, node)
+	for _, other := range r.blocked {
+		if other.where == b.where {
+			return
+		}
+	}
+	r.dedupe.forget(poolSubject(b.where))
+}
+
+// poolEvent emits NodeRepairBlocked on the pool's object (NodePool,
+// MachineDeployment, MachineSet) if it exists, once per blocked episode:
+// the object is looked up only for the first.
+func (r *Reconciler) poolEvent(ctx context.Context, g group, where string, d gate.Decision) {
+	ev := blockedEvent(nil, poolSubject(where), "", d, r.opts.RecheckInterval, &g)
+	if !r.due(ev) {
+		return
+	}
+	p := g.pool
+	mapping, err := r.mapper.RESTMapping(schema.GroupKind{Group: p.Group, Kind: p.Kind})
+	if err != nil {
+		return
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, m); err != nil {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: mapping.GroupVersionKind.GroupVersion().String(), Kind: p.Kind,
+		Namespace: p.Namespace, Name: p.Name, UID: m.UID}
+	ev.regarding = ref
+	r.send(ev)
+}
+
+// policies compiles the NodeRepairPolicies in the cache; with report,
+// problems are reported once per policy generation as events on the policy.
+func (r *Reconciler) policies(ctx context.Context, report bool) (*policy.Set, error) {
+	list := &v1alpha1.NodeRepairPolicyList{}
+	if err := r.client.List(ctx, list); err != nil {
+		return nil, err
+	}
+	set, problems := policy.NewSet(list.Items)
+	if !report {
+		return set, nil
+	}
+	for _, p := range problems {
+		for i := range list.Items {
+			o := &list.Items[i]
+			if o.Name != p.Policy {
+				continue
+			}
+			msg := fmt.Sprint(p.Warnings)
+			if p.Err != nil {
+				msg = "policy ignored: " + p.Err.Error()
+			}
+			if r.emit(invalidPolicyEvent(o, msg)) {
+				ctrl.LoggerFrom(ctx).Info("NodeRepairPolicy problem", "policy", o.Name, "problem", msg)
+			}
+		}
+	}
+	return set, nil
+}
+
+// paused reads the pause switch.
+func (r *Reconciler) paused(ctx context.Context) (bool, string, error) {
+	cm := &corev1.ConfigMap{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: r.opts.PauseConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	reason := cm.Data["reason"]
+	if reason == "" {
+		reason = fmt.Sprintf("ConfigMap %s/%s exists", cm.Namespace, cm.Name)
+	}
+	return true, reason, nil
+}

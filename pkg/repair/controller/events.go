@@ -1,0 +1,257 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/gate"
+	"nodemend.dev/nodemend/pkg/repair/history"
+	"nodemend.dev/nodemend/pkg/repair/policy"
+	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/unhealthy"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+// Every Event the controller emits is built here: its reason, action and
+// note (for people), the history.Record it carries (for kubectl mend
+// timeline and other tools, docs/repair-history.md), and, for the events
+// that a re-check would repeat, the key under which it is emitted once.
+
+// event is one Event to emit.
+type event struct {
+	regarding runtime.Object
+	// related is the other object the event is about (the target a backend
+	// deletes), nil when none.
+	related   runtime.Object
+	eventType string
+	reason    string
+	action    string
+	note      string
+	record    history.Record
+	// once, when set, emits the event only the first time for its subject
+	// and key (see dedupe).
+	once *onceKey
+}
+
+type onceKey struct{ subject, key string }
+
+// emit records ev, unless it is a repeat; it reports whether it emitted,
+// so that the caller logs and counts a state once too.
+func (r *Reconciler) emit(ev event) bool {
+	if !r.due(ev) {
+		return false
+	}
+	r.send(ev)
+	return true
+}
+
+// due reports whether ev is not a repeat, and remembers it as reported.
+func (r *Reconciler) due(ev event) bool {
+	return ev.once == nil || r.dedupe.first(ev.once.subject, ev.reason, ev.once.key)
+}
+
+// send records ev as an events.k8s.io Event with its record annotated.
+func (r *Reconciler) send(ev event) {
+	r.recorder.AnnotatedEventf(ev.regarding, ev.related, ev.record.Annotations(), ev.eventType, ev.reason, ev.action, "%s", ev.note)
+}
+
+// dedupe remembers, per subject (a node's name, "policy/NAME", "pool/KEY")
+// and event reason, the key of the state last reported: an event is emitted
+// once per state, not on every re-check. It is memory only: a new leader
+// reports each state once more.
+type dedupe struct {
+	mu   sync.Mutex
+	seen map[string]map[string]string
+}
+
+// first reports whether (reason, key) is new for subject, and remembers it.
+func (d *dedupe) first(subject, reason, key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[string]map[string]string{}
+	}
+	m := d.seen[subject]
+	if m == nil {
+		m = map[string]string{}
+		d.seen[subject] = m
+	}
+	if old, ok := m[reason]; ok && old == key {
+		return false
+	}
+	m[reason] = key
+	return true
+}
+
+// forget drops what was reported for subject: for the given reasons, or
+// everything when none are given.
+func (d *dedupe) forget(subject string, reasons ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(reasons) == 0 {
+		delete(d.seen, subject)
+		return
+	}
+	for _, reason := range reasons {
+		delete(d.seen[subject], reason)
+	}
+}
+
+// keyActionNone dedups the log line of a node whose policy's action is None
+// (no event: the node is only counted).
+const keyActionNone = "action-none"
+
+// poolSubject is the dedupe subject of a pool object's events.
+func poolSubject(where string) string { return "pool/" + where }
+
+func triggerOf(c corev1.NodeCondition) *history.Condition {
+	return &history.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason}
+}
+
+func poolOf(p pool.Pool) *history.Pool {
+	return &history.Pool{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, Label: p.Label}
+}
+
+func targetOf(t backend.Target) *history.Target {
+	return &history.Target{Backend: t.Backend, APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}
+}
+
+// relatedOf is the target as an object reference for the Event's related
+// field; nil when the target is the node itself.
+func relatedOf(t backend.Target) runtime.Object {
+	if t.Kind == "Node" {
+		return nil
+	}
+	return &corev1.ObjectReference{APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, UID: t.UID}
+}
+
+// what says what triggered a repair, for notes: "<Type=Status/Reason> since
+// <RFC 3339> (toleration <d>, policy <p>)".
+func what(trigger unhealthy.Finding, pol policy.Policy) string {
+	return fmt.Sprintf("%s since %s (toleration %s, policy %s)", workflow.Reason(trigger.Condition),
+		trigger.Since.UTC().Format(time.RFC3339), trigger.Rule.Toleration, pol.Name)
+}
+
+func startRecord(trigger unhealthy.Finding, pol policy.Policy, g group) history.Record {
+	return history.Record{
+		Trigger: triggerOf(trigger.Condition), UnhealthySince: trigger.Since,
+		Toleration: metav1.Duration{Duration: trigger.Rule.Toleration}, Policy: pol.Name, Pool: poolOf(g.pool),
+		Drain: &history.Drain{Mode: string(pol.Drain.Mode), Deadline: metav1.Duration{Duration: pol.Drain.Deadline}},
+	}
+}
+
+// invalidStateEvent: the node's repair annotations cannot be read; once per
+// problem.
+func invalidStateEvent(node *corev1.Node, err error) event {
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.InvalidState, action: "Inspect",
+		note: fmt.Sprintf("%s; nodemend leaves this node alone until the nodemend.dev/ annotations are fixed", err),
+		once: &onceKey{node.Name, err.Error()}}
+}
+
+// recoveredEvent: the node was healthy again before its toleration passed.
+func recoveredEvent(node *corev1.Node, since unhealthy.Since) event {
+	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.Recovered, action: "Tolerate",
+		note:   "conditions healthy again before the toleration passed; repair clock reset",
+		record: history.Record{UnhealthySince: since.Earliest()}}
+}
+
+// wouldStartEvent: in dry run, the repair that would start now; once per
+// unhealthy period.
+func wouldStartEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Policy, g group, d gate.Decision) event {
+	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.WouldStart, action: "DryRun",
+		note:   fmt.Sprintf("dry run: would taint, drain and replace this node: %s; %s", what(trigger, pol), d.Message),
+		record: startRecord(trigger, pol, g), once: &onceKey{node.Name, trigger.Since.String()}}
+}
+
+// startedEvent: the node is tainted and its drain begins.
+func startedEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Policy, g group, d gate.Decision) event {
+	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.Started, action: "Taint",
+		note: fmt.Sprintf("%s: tainted %s:NoSchedule; drain %s, deadline %s; %s",
+			what(trigger, pol), workflow.TaintKey, pol.Drain.Mode, pol.Drain.Deadline, d.Message),
+		record: startRecord(trigger, pol, g)}
+}
+
+// blockedEvent: a gate holds the node's repair; once per gate (and pool or
+// zone) until the node passes or leaves.
+func blockedEvent(regarding runtime.Object, subject, key string, d gate.Decision, recheck time.Duration, g *group) event {
+	rec := history.Record{Gate: string(d.Gate)}
+	if g != nil && (d.Gate == gate.Pool || d.Gate == gate.Zone) {
+		rec.Pool = poolOf(g.pool)
+	}
+	return event{regarding: regarding, eventType: corev1.EventTypeWarning, reason: history.Blocked, action: "Gate",
+		note: fmt.Sprintf("%s; re-checking every %s", d.Message, recheck), record: rec, once: &onceKey{subject, key}}
+}
+
+// drainForcedEvent: the drain deadline passed and pods were deleted
+// without PodDisruptionBudgets; once per repair.
+func drainForcedEvent(node *corev1.Node, pol policy.Policy, res workflow.DrainResult) event {
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.DrainForced, action: "Drain",
+		note: fmt.Sprintf("drain deadline %s passed: deleted %d remaining pods without honouring PodDisruptionBudgets", pol.Drain.Deadline, res.Deleted),
+		record: history.Record{Drain: &history.Drain{Mode: string(pol.Drain.Mode), Deadline: metav1.Duration{Duration: pol.Drain.Deadline},
+			Evicted: res.Evicted, Deleted: res.Deleted, Refused: res.Blocked}},
+		once: &onceKey{node.Name, ""}}
+}
+
+// drainBlockedEvent: PodDisruptionBudgets refused evictions; once per
+// repair.
+func drainBlockedEvent(node *corev1.Node, pol policy.Policy, res workflow.DrainResult, deadline time.Time) event {
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.DrainBlocked, action: "Drain",
+		note: fmt.Sprintf("%d evictions refused by PodDisruptionBudgets (%s); retrying until the deadline %s",
+			res.Blocked, res.Message, deadline.UTC().Format(time.RFC3339)),
+		record: history.Record{Drain: &history.Drain{Mode: string(pol.Drain.Mode), Deadline: metav1.Duration{Duration: pol.Drain.Deadline},
+			Evicted: res.Evicted, Deleted: res.Deleted, Refused: res.Blocked}},
+		once: &onceKey{node.Name, ""}}
+}
+
+// handedOverEvent: the node is drained and handed to its backend.
+func handedOverEvent(node *corev1.Node, backendName string, target backend.Target, drained time.Duration) event {
+	took := drained.Round(time.Second)
+	return event{regarding: node, related: relatedOf(target), eventType: corev1.EventTypeNormal, reason: history.HandedOver, action: "Drain",
+		note:   fmt.Sprintf("drained in %s; handing the node to the %s backend: deleting %s", took, backendName, target),
+		record: history.Record{Target: targetOf(target), Took: metav1.Duration{Duration: drained}}}
+}
+
+// targetDeletedEvent: the backend's object was deleted.
+func targetDeletedEvent(node *corev1.Node, target backend.Target) event {
+	return event{regarding: node, related: relatedOf(target), eventType: corev1.EventTypeNormal, reason: history.TargetDeleted, action: "Delete",
+		note:   fmt.Sprintf("deleted %s; the repair is done when the node object is gone", target),
+		record: history.Record{Target: targetOf(target)}}
+}
+
+// failedEvent: the repair cannot go on or did not finish (recorded once on
+// the node, so not deduplicated here).
+func failedEvent(node *corev1.Node, st workflow.State, msg string) event {
+	rec := history.Record{Policy: st.Policy}
+	if st.Reason != "" {
+		c := history.ParseCondition(st.Reason)
+		rec.Trigger = &c
+	}
+	if st.Target != nil {
+		rec.Target = targetOf(*st.Target)
+	}
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.Failed, action: "Repair", note: msg, record: rec}
+}
+
+// succeededEvent: the node under repair is gone. It is emitted on a
+// reference, the Node object being deleted.
+func succeededEvent(name string, inf inflight, took time.Duration) event {
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: inf.uid}
+	c := history.ParseCondition(inf.trigger)
+	return event{regarding: ref, eventType: corev1.EventTypeNormal, reason: history.Succeeded, action: "Repair",
+		note:   fmt.Sprintf("node gone %s after it became unhealthy (%s)", took.Round(time.Second), inf.condition),
+		record: history.Record{Trigger: &c, UnhealthySince: inf.since, Took: metav1.Duration{Duration: took}}}
+}
+
+// invalidPolicyEvent: a NodeRepairPolicy has problems; once per policy
+// generation and problem.
+func invalidPolicyEvent(o *v1alpha1.NodeRepairPolicy, msg string) event {
+	return event{regarding: o, eventType: corev1.EventTypeWarning, reason: history.InvalidPolicy, action: "Validate", note: msg,
+		record: history.Record{Policy: o.Name}, once: &onceKey{"policy/" + o.Name, fmt.Sprintf("%d/%s", o.Generation, msg)}}
+}

@@ -1,0 +1,170 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/policy"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+// This file runs a repair that has started: drain passes until the node is
+// empty or its deadline passed, the hand-over to the node's backend, the
+// deletion of the backend's target, and the end of the repair (the node is
+// gone, or it outlived the termination timeout). Each step is recorded on
+// the node before the next, so that any leader resumes it.
+
+// drain runs one drain pass and, when the node is empty, hands it over.
+func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
+		return reconcile.Result{}, err
+	}
+	if !st.Tainted {
+		// Someone removed the taint mid-repair; without it the pods
+		// drained would be scheduled right back. (To stop a repair, set
+		// the veto annotation instead.)
+		updated := node.DeepCopy()
+		workflow.EnsureTaint(updated, st.Condition)
+		if err := r.patch(ctx, node, updated, true); err != nil {
+			return reconcile.Result{}, err
+		}
+		node = updated
+	}
+	deadline := st.Started.Add(pol.Drain.Deadline)
+	pastDeadline := !now.Before(deadline)
+	res, err := r.drainer.Pass(ctx, node.Name, pol.Drain.Mode, pastDeadline, kubeletReady(node))
+	if res.Evicted+res.Deleted > 0 {
+		log.Info("drain pass", "evicted", res.Evicted, "deleted", res.Deleted, "blocked", res.Blocked, "terminating", res.Terminating)
+		if res.Deleted > 0 && pol.Drain.Mode == v1alpha1.DrainEvict {
+			r.emit(drainForcedEvent(node, pol, res))
+		}
+		if err := r.after(ctx, node.Name, StepEvicted); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if res.Blocked > 0 {
+		r.emit(drainBlockedEvent(node, pol, res, deadline))
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !res.Done {
+		next := now.Add(r.opts.DrainPollInterval)
+		if !pastDeadline && deadline.Before(next) {
+			next = deadline
+		}
+		r.wakeAt(node.Name, next)
+		return reconcile.Result{}, nil
+	}
+
+	name := backend.Choose(node, r.opts.Backend)
+	target, err := r.backends[name].Resolve(ctx, node)
+	if err != nil {
+		if !errors.Is(err, backend.ErrNoTarget) {
+			return reconcile.Result{}, err
+		}
+		r.fail(ctx, node, st, now, fmt.Sprintf("cannot hand the node to the %s backend: %v", name, err))
+		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		return reconcile.Result{}, nil
+	}
+	updated := workflow.HandedOver(node, target, now)
+	if err := r.patch(ctx, node, updated, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.metrics.Drained(now.Sub(st.Started))
+	if target.Kind != "Node" {
+		log = log.WithValues(target.Kind, klog.KRef(target.Namespace, target.Name))
+	}
+	log.Info("drained; handing the node to its backend", "backend", name, "target", target.String())
+	r.emit(handedOverEvent(updated, name, target, now.Sub(st.Started)))
+	if err := r.after(ctx, node.Name, StepHandedOver); err != nil {
+		return reconcile.Result{}, err
+	}
+	st, err = workflow.Read(updated)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.terminate(ctx, updated, st, now)
+}
+
+// terminate deletes the backend's target (once) and waits for the node to
+// go; a node that outlives the termination timeout is reported failed.
+func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time) (reconcile.Result, error) {
+	t := *st.Target
+	log := ctrl.LoggerFrom(ctx)
+	if t.Kind != "Node" {
+		log = log.WithValues(t.Kind, klog.KRef(t.Namespace, t.Name))
+	}
+	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return reconcile.Result{}, err
+	}
+	out, err := backend.DeleteOnce(ctx, r.apiReader, r.client, t)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if out == backend.Deleted {
+		log.Info("deleted the node's backend object; waiting for the node to go", "backend", t.Backend)
+		r.emit(targetDeletedEvent(node, t))
+		if err := r.after(ctx, node.Name, StepTargetDeleted); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	failAt := st.Drained.Add(r.opts.TerminationTimeout)
+	if now.Before(failAt) {
+		r.wakeAt(node.Name, failAt)
+		return reconcile.Result{}, nil
+	}
+	r.fail(ctx, node, st, now, fmt.Sprintf("the node still exists %s after %s was deleted; check the %s engine", now.Sub(st.Drained).Round(time.Second), t, t.Backend))
+	return reconcile.Result{}, nil
+}
+
+// fail reports a repair failure once (recorded on the node).
+func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time, msg string) {
+	log := ctrl.LoggerFrom(ctx)
+	if !st.Failed.IsZero() {
+		return
+	}
+	// Optimistic lock: a reconcile that read the node before another one
+	// recorded the failure must not report it a second time.
+	if err := r.patch(ctx, node, workflow.MarkedFailed(node, now), true); err != nil {
+		if !apierrors.IsConflict(err) {
+			log.Error(err, "recording repair failure")
+		}
+		return
+	}
+	r.metrics.Failed(string(st.Condition), workflow.ConditionReason(st.Reason))
+	log.Error(errors.New(msg), "repair failed")
+	r.emit(failedEvent(node, st, msg))
+}
+
+// gone completes a repair whose node has disappeared.
+func (r *Reconciler) gone(ctx context.Context, name string) {
+	r.cancelWake(name)
+	r.unblock(name)
+	r.mu.Lock()
+	inf, ok := r.inflight[name]
+	delete(r.inflight, name)
+	r.mu.Unlock()
+	r.dedupe.forget(name)
+	if !ok {
+		return
+	}
+	took := r.opts.Clock.Since(inf.since)
+	r.metrics.Succeeded(inf.condition, workflow.ConditionReason(inf.trigger), took)
+	ctrl.LoggerFrom(ctx).Info("repair succeeded: node gone", "sinceUnhealthy", took.Round(time.Second).String())
+	r.emit(succeededEvent(name, inf, took))
+}

@@ -1,0 +1,154 @@
+// Package history is the typed part of nodemend-controller's Events: the
+// reasons it emits and the Record each Event carries in its
+// nodemend.dev/repair-record annotation. kubectl mend timeline reads Records,
+// never the Events' notes (which are for people and may be reworded), and so
+// tells a repair's story for a node that is gone as well, whose annotations
+// went with it. docs/repair-history.md is the reference; both sides import
+// this package, so they cannot drift.
+package history
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Event reasons of the controller. Like the Node annotations, these strings
+// are an interface: dashboards and alerts select on them.
+const (
+	Recovered     = "NodeRecovered"
+	Blocked       = "NodeRepairBlocked"
+	WouldStart    = "NodeRepairWouldStart"
+	Started       = "NodeRepairStarted"
+	DrainBlocked  = "NodeDrainBlocked"
+	DrainForced   = "NodeDrainDeadlineExceeded"
+	HandedOver    = "NodeRepairHandedOver"
+	TargetDeleted = "NodeRepairTargetDeleted"
+	Succeeded     = "NodeRepairSucceeded"
+	Failed        = "NodeRepairFailed"
+	InvalidState  = "NodeRepairStateInvalid"
+	InvalidPolicy = "NodeRepairPolicyInvalid"
+)
+
+// Annotation is the Event annotation that holds the Record as JSON.
+const Annotation = "nodemend.dev/repair-record"
+
+// Version is the Record schema this package writes and reads. Fields are
+// only ever added; a change that would mislead an older reader gets a new
+// version, which older readers show as a plain event.
+const Version = 1
+
+// Record is what an Event says about the repair, for tools. Which fields are
+// set depends on the reason (docs/repair-history.md).
+type Record struct {
+	// V is the schema version (Version).
+	V int `json:"v"`
+	// Trigger is the condition that made the node unhealthy.
+	Trigger *Condition `json:"trigger,omitempty"`
+	// UnhealthySince is when the controller first counted the node as
+	// unhealthy: the start of the toleration.
+	UnhealthySince time.Time `json:"unhealthySince,omitzero"`
+	// Toleration is how long the policy tolerates the trigger.
+	Toleration metav1.Duration `json:"toleration,omitzero"`
+	// Policy is the NodeRepairPolicy in force ("default" for the built-in one).
+	Policy string `json:"policy,omitempty"`
+	// Pool is where the safety gate counted the node.
+	Pool *Pool `json:"pool,omitempty"`
+	// Gate is the gate that blocked the repair: Veto, Pause, Pool or Zone.
+	Gate string `json:"gate,omitempty"`
+	// Drain is the drain's settings and, for drain events, its counts.
+	Drain *Drain `json:"drain,omitempty"`
+	// Target is the object whose deletion replaces the node.
+	Target *Target `json:"target,omitempty"`
+	// Took is how long the step took: the drain (HandedOver), the whole
+	// repair from the first unhealthy moment (Succeeded).
+	Took metav1.Duration `json:"took,omitzero"`
+}
+
+// Condition is a node condition, as it triggered a repair.
+type Condition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// String is "Type=Status/Reason", the form of the Node's
+// nodemend.dev/repair-reason annotation.
+func (c Condition) String() string {
+	s := c.Type + "=" + c.Status
+	if c.Reason != "" {
+		s += "/" + c.Reason
+	}
+	return s
+}
+
+// ParseCondition reads the "Type=Status/Reason" form.
+func ParseCondition(s string) Condition {
+	typ, rest, _ := strings.Cut(s, "=")
+	status, reason, _ := strings.Cut(rest, "/")
+	return Condition{Type: typ, Status: status, Reason: reason}
+}
+
+// Pool is a group of nodes of the safety gate: an engine's object (NodePool,
+// MachineDeployment, MachineSet), a label value, or the cluster.
+type Pool struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Label is the label key of a label pool (Kind "Label"); Name is its value.
+	Label string `json:"label,omitempty"`
+}
+
+// Drain is the drain's settings and counts.
+type Drain struct {
+	Mode     string          `json:"mode,omitempty"`
+	Deadline metav1.Duration `json:"deadline,omitzero"`
+	// Evicted, Deleted and Refused count the pods of one drain pass: moved
+	// through the Eviction API, deleted past the deadline, and evictions a
+	// PodDisruptionBudget refused.
+	Evicted int `json:"evicted,omitempty"`
+	Deleted int `json:"deleted,omitempty"`
+	Refused int `json:"refused,omitempty"`
+}
+
+// Target is the object a backend deletes to replace the node.
+type Target struct {
+	Backend    string `json:"backend"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+}
+
+// String is "Kind namespace/name" or "Kind name".
+func (t Target) String() string {
+	if t.Namespace != "" {
+		return t.Kind + " " + t.Namespace + "/" + t.Name
+	}
+	return t.Kind + " " + t.Name
+}
+
+// Annotations are the Event annotations that carry r, with the version set.
+func (r Record) Annotations() map[string]string {
+	r.V = Version
+	b, _ := json.Marshal(r) // strings, times and numbers: cannot fail
+	return map[string]string{Annotation: string(b)}
+}
+
+// Read returns the Record in an Event's annotations. It reports false for an
+// Event without one (written by an earlier version, or not by the
+// controller), or with one it cannot read: such an Event is shown as it is,
+// and nothing is concluded from it.
+func Read(annotations map[string]string) (Record, bool) {
+	v, ok := annotations[Annotation]
+	if !ok {
+		return Record{}, false
+	}
+	var r Record
+	if err := json.Unmarshal([]byte(v), &r); err != nil || r.V != Version {
+		return Record{}, false
+	}
+	return r, true
+}
