@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
@@ -57,9 +58,11 @@ func (r *Reconciler) due(ev event) bool {
 	return ev.once == nil || r.dedupe.first(ev.once.subject, ev.reason, ev.once.key)
 }
 
-// send records ev as an events.k8s.io Event with its record annotated.
+// send records ev as an events.k8s.io Event with its record annotated. The
+// note is bounded: the API server refuses an Event whose note is over 1 kB,
+// and notes quote error messages and policies.
 func (r *Reconciler) send(ev event) {
-	r.recorder.AnnotatedEventf(ev.regarding, ev.related, ev.record.Annotations(), ev.eventType, ev.reason, ev.action, "%s", ev.note)
+	r.recorder.AnnotatedEventf(ev.regarding, ev.related, ev.record.Annotations(), ev.eventType, ev.reason, ev.action, "%s", health.BoundMessage(ev.note))
 }
 
 // dedupe remembers, per subject (a node's name, "policy/NAME", "pool/KEY")
