@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -41,7 +42,7 @@ func TestAcceleratedHardwareToleratesTenMinutes(t *testing.T) {
 	for _, n := range []string{"gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5"} {
 		h.node(n)
 	}
-	h.fault("gpu-1", "AcceleratedHardwareReady", "False", "NvidiaXIDError", h.t0)
+	h.fault("gpu-1", "AcceleratedHardwareReady", "False", health.ReasonNvidiaXID79Error, h.t0)
 	h.waitRecorded("gpu-1")
 	h.advanceTo(h.t0.Add(10*time.Minute - time.Second))
 	h.consistently("gpu-1 untouched", func() bool { return h.untouched("gpu-1") })

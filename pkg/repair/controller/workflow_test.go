@@ -12,6 +12,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
+	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -183,7 +184,8 @@ func TestNodeBackendDeletesTheNode(t *testing.T) {
 }
 
 // A NodeRepairPolicy overrides the defaults for the nodes it selects: here a
-// shorter toleration, a reason filter, and action None for another pool.
+// shorter toleration, a reason filter (a family: every NvidiaXID<N>Error),
+// and action None for another pool.
 func TestPolicyOverrides(t *testing.T) {
 	h := start(t)
 	h.policy("fast-gpu", v1alpha1.NodeRepairPolicySpec{
@@ -203,8 +205,8 @@ func TestPolicyOverrides(t *testing.T) {
 	for i := range 6 {
 		h.node(fmt.Sprintf("po-%d", i))
 	}
-	h.fault("pg-0", "AcceleratedHardwareReady", "False", "NvidiaXIDError", h.t0)
-	h.fault("pg-1", "AcceleratedHardwareReady", "False", "NvidiaDoubleBitError", h.t0) // not in the rule's reasons
+	h.fault("pg-0", "AcceleratedHardwareReady", "False", health.ReasonNvidiaXID79Error, h.t0)
+	h.fault("pg-1", "AcceleratedHardwareReady", "False", health.ReasonNvidiaDoubleBitError, h.t0) // not in the family
 	h.fault("pdb-0", "KernelReady", "False", "KernelDeadlock", h.t0)
 	h.waitRecorded("pg-0")
 	h.waitRecorded("pdb-0")
