@@ -1,6 +1,7 @@
 // Package childproc holds what the agent needs around the host tools it
 // starts (journalctl, diagnostics commands): the end of their standard
-// error for error messages, and their death with the agent.
+// error for error messages, their death with the agent, and the root
+// filesystem they run in.
 package childproc
 
 import "sync"

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -59,9 +60,14 @@ type Options struct {
 	// NVML opens the NVIDIA management library for the nvidia monitor; nil
 	// means the real library (pkg/monitors/nvidia/nvmllib). Tests inject a fake.
 	NVML nvidia.Opener
-	// Commands runs the host tools of the monitors (DCGM's dcgmi); nil means
-	// real processes. Tests script them.
+	// Commands runs the host tools of the monitors (DCGM's dcgmi) from the
+	// agent's own filesystem; nil means real processes. Tests script them.
 	Commands dcgm.Runner
+	// HostCommands runs tools of the host's filesystem inside it (the
+	// host's dcgmi, where the agent's image has none); nil means real
+	// processes chrooted into HostRoot, or none when HostRoot is "/" (the
+	// agent's filesystem is the host's).
+	HostCommands dcgm.Runner
 	// AppliesPoll is how often monitors of hardware a node may lack (GPUs)
 	// re-check whether they apply (default 1m): a driver installed after the
 	// agent starts is picked up.
@@ -119,6 +125,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.Commands == nil {
 		opts.Commands = command.Exec{}
+	}
+	if opts.HostCommands == nil && filepath.Clean(opts.HostRoot) != "/" {
+		opts.HostCommands = command.Exec{Root: opts.HostRoot}
 	}
 	if opts.AppliesPoll <= 0 {
 		opts.AppliesPoll = time.Minute

@@ -29,10 +29,10 @@ func (a *Agent) dcgmSource(c dcgm.Config) *dcgm.Source {
 		a.dcgm = nil
 		return nil
 	}
-	if cur := a.dcgm; cur != nil && cur.cfg.Mode == c.Mode && cur.cfg.Dcgmi == c.Dcgmi && cur.cfg.HostEngine == c.HostEngine {
+	if cur := a.dcgm; cur != nil && cur.cfg.Mode == c.Mode && cur.cfg.Dcgmi == c.Dcgmi && cur.cfg.DcgmiFrom == c.DcgmiFrom && cur.cfg.HostEngine == c.HostEngine {
 		return cur.src
 	}
-	client := &dcgm.Client{Runner: a.opts.Commands, Dcgmi: c.Dcgmi, HostEngine: c.HostEngine}
+	client := &dcgm.Client{Runner: a.opts.Commands, HostRunner: a.opts.HostCommands, From: c.DcgmiFrom, Dcgmi: c.Dcgmi, HostEngine: c.HostEngine}
 	a.dcgm = &dcgmSource{cfg: c, client: client, src: dcgm.NewSource(client, c.Mode, a.opts.Log.WithName("dcgm"))}
 	return a.dcgm.src
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,8 +37,9 @@ func dcgmFixture(t *testing.T, name string) string {
 }
 
 // startDCGMAgent runs an agent on an NVIDIA node (two GPUs, fake NVML) whose
-// host tools are scripted.
-func startDCGMAgent(t *testing.T, cfg string, tools *command.Script) *running {
+// tools are scripted: those of the agent's filesystem and those of the
+// host's.
+func startDCGMAgent(t *testing.T, cfg string, tools, hostTools dcgm.Runner) *running {
 	t.Helper()
 	root := hostroot.New(t).WithProc().WithNvidiaGPUs(2)
 	node := fmt.Sprintf("dcgm-node-%d", seq.Add(1))
@@ -51,6 +54,7 @@ func startDCGMAgent(t *testing.T, cfg string, tools *command.Script) *running {
 		Client: client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
 		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
 		NVML: nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), AppliesPoll: 100 * time.Millisecond, Commands: tools,
+		HostCommands: hostTools,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -86,18 +90,47 @@ func (r *running) dcgmEvents() []corev1.Event {
 	return out
 }
 
+// lookups counts the LookPath calls of a runner: how many times the DCGM
+// checks looked for dcgmi.
+type lookups struct {
+	dcgm.Runner
+	n atomic.Int64
+}
+
+func (l *lookups) LookPath(name string) (string, error) {
+	if name == "dcgmi" {
+		l.n.Add(1)
+	}
+	return l.Runner.LookPath(name)
+}
+
 // A GPU node without DCGM runs the same agent: the nvidia monitor's
-// condition is there, nothing of DCGM is, and no dcgmi subcommand beyond the
-// lookup is attempted after the tool is found missing.
+// condition is there, nothing of DCGM is (no event, no detection, the
+// condition untouched), and without a host engine dcgmi is asked only to set
+// the watches, never for a check.
 func TestGPUNodeWithoutDCGM(t *testing.T) {
-	for name, tools := range map[string]*command.Script{
-		"no dcgmi":       command.NewScript(),
-		"no host engine": command.NewScript().Set("dcgmi *", command.Result{Stdout: "Error: unable to establish a connection to the specified host: localhost\n", Err: errors.New("exit status 235")}),
+	noEngine := command.Result{Stdout: "Error: unable to establish a connection to the specified host: localhost\n", Err: errors.New("exit status 235")}
+	for name, c := range map[string]struct {
+		tools, hostTools *command.Script
+		wantCalls        []string
+		// lookupsPerCheck: how often a health check looks for the
+		// agent's dcgmi (once to find it, once more to run it).
+		lookupsPerCheck int64
+	}{
+		"no dcgmi":                         {command.NewScript(), command.NewScript(), nil, 1},
+		"no host engine":                   {command.NewScript().Set("dcgmi *", noEngine), command.NewScript(), []string{"dcgmi health --set a"}, 2},
+		"no host engine, the host's dcgmi": {command.NewScript(), command.NewScript().Set("dcgmi *", noEngine), []string{"dcgmi health --set a"}, 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := startDCGMAgent(t, fastDCGM, tools)
+			agentTools := &lookups{Runner: c.tools}
+			r := startDCGMAgent(t, fastDCGM, agentTools, c.hostTools)
 			r.waitNode("AcceleratedHardwareReady True", is(health.AcceleratedHardwareReady, corev1.ConditionTrue, health.HealthyNvidiaGPUIsReady))
-			time.Sleep(2500 * time.Millisecond) // two DCGM check periods
+			// Three health checks started since the condition was
+			// written (the field check only runs once a host engine
+			// answered), so at least two ran to their end: a check does
+			// not start while its previous run is still going.
+			start := agentTools.n.Load()
+			r.waitNode("three DCGM checks", func(*corev1.Node) bool { return agentTools.n.Load()-start >= 3*c.lookupsPerCheck })
 			n := r.waitNode("", func(*corev1.Node) bool { return true })
 			if c := condition(n, health.AcceleratedHardwareReady); c.Status != corev1.ConditionTrue || c.Reason != health.HealthyNvidiaGPUIsReady {
 				t.Fatalf("condition %+v", c)
@@ -105,7 +138,57 @@ func TestGPUNodeWithoutDCGM(t *testing.T) {
 			if evs := r.dcgmEvents(); len(evs) != 0 {
 				t.Fatalf("DCGM events on a node without DCGM: %+v", evs)
 			}
+			if got := dcgmDetections(t, r); got != 0 {
+				t.Fatalf("%v DCGM detections on a node without DCGM", got)
+			}
+			for _, calls := range [][]string{c.tools.Calls(), c.hostTools.Calls()} {
+				for _, call := range calls {
+					if !slices.Contains(c.wantCalls, call) {
+						t.Fatalf("ran %q on a node without DCGM", call)
+					}
+				}
+			}
 		})
+	}
+}
+
+// dcgmDetections sums nodemend_agent_detections_total over the DCGM reasons.
+func dcgmDetections(t *testing.T, r *running) float64 {
+	t.Helper()
+	mfs, err := r.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != "nodemend_agent_detections_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && strings.HasPrefix(l.GetValue(), "DCGM") {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// Where the agent's image has no dcgmi, the host's is used: the checks run
+// through the host runner and reach the node the same way.
+func TestHostDcgmi(t *testing.T) {
+	hostTools := command.NewScript().
+		Set("dcgmi health --set a", command.Result{Stdout: "Health monitor systems set successfully.\n"}).
+		Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "memory-fail"), Err: errors.New("exit status 1")}).
+		Set("dcgmi dmon --field-id 112 --count 1", command.Result{Stdout: "#Entity   DVCCTR\nID\nGPU 0   0\nGPU 1   0\n"})
+	r := startDCGMAgent(t, fastDCGM, command.NewScript(), hostTools)
+	n := r.waitNode("AcceleratedHardwareReady False", func(n *corev1.Node) bool {
+		c := condition(n, health.AcceleratedHardwareReady)
+		return c != nil && c.Status == corev1.ConditionFalse && strings.HasPrefix(c.Reason, "DCGMHealthCode")
+	})
+	if c := condition(n, health.AcceleratedHardwareReady); !strings.Contains(c.Message, "Memory system") {
+		t.Fatalf("condition %+v", c)
 	}
 }
 
@@ -117,7 +200,7 @@ func TestDCGMHealthReachesTheNode(t *testing.T) {
 		Set("dcgmi health --set a", command.Result{Stdout: "Health monitor systems set successfully.\n"}).
 		Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "pass")}).
 		Set("dcgmi dmon --field-id 112 --count 1", command.Result{Stdout: "#Entity   DVCCTR\nID\nGPU 0   0\nGPU 1   0\n"})
-	r := startDCGMAgent(t, fastDCGM, tools)
+	r := startDCGMAgent(t, fastDCGM, tools, command.NewScript())
 	r.waitNode("AcceleratedHardwareReady True", is(health.AcceleratedHardwareReady, corev1.ConditionTrue, health.HealthyNvidiaGPUIsReady))
 
 	tools.Set("dcgmi health --check --json", command.Result{Stdout: dcgmFixture(t, "pcie-warn"), Err: errors.New("exit status 1")})

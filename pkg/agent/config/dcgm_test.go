@@ -12,7 +12,7 @@ import (
 
 func TestDCGMDefaultsAndOverrides(t *testing.T) {
 	d := Default().Monitors.Section("nvidia").(nvidia.Config).DCGM
-	if d.Mode != dcgm.Auto || d.Dcgmi != "dcgmi" || d.HostEngine != "" || d.CheckInterval.Duration != time.Minute {
+	if d.Mode != dcgm.Auto || d.Dcgmi != "dcgmi" || d.DcgmiFrom != dcgm.FromAuto || d.HostEngine != "" || d.CheckInterval.Duration != time.Minute {
 		t.Fatalf("defaults: %+v", d)
 	}
 	c, err := Parse([]byte(`
@@ -21,6 +21,7 @@ monitors:
     dcgm:
       mode: required
       dcgmi: /opt/dcgm/bin/dcgmi
+      dcgmiFrom: host
       hostEngine: unix:///run/nvidia-dcgm/nv-hostengine.sock
       checkInterval: 2m
 `))
@@ -28,7 +29,7 @@ monitors:
 		t.Fatal(err)
 	}
 	g := c.Monitors.Section("nvidia").(nvidia.Config).DCGM
-	if g.Mode != dcgm.Required || g.Dcgmi != "/opt/dcgm/bin/dcgmi" || g.HostEngine != "unix:///run/nvidia-dcgm/nv-hostengine.sock" || g.CheckInterval.Duration != 2*time.Minute {
+	if g.Mode != dcgm.Required || g.Dcgmi != "/opt/dcgm/bin/dcgmi" || g.DcgmiFrom != dcgm.FromHost || g.HostEngine != "unix:///run/nvidia-dcgm/nv-hostengine.sock" || g.CheckInterval.Duration != 2*time.Minute {
 		t.Fatalf("overrides: %+v", g)
 	}
 	for _, h := range []string{"10.0.0.7", "nvidia-dcgm.gpu-operator.svc:5555", "[fd00::1]:5555"} {
@@ -42,6 +43,7 @@ func TestDCGMRejects(t *testing.T) {
 	for yaml, want := range map[string]string{
 		"monitors:\n  nvidia:\n    dcgm:\n      mode: sometimes\n":          `monitors.nvidia.dcgm.mode: "sometimes" is not auto, required or off`,
 		"monitors:\n  nvidia:\n    dcgm:\n      dcgmi: bin/dcgmi\n":         "must be a command name or an absolute path",
+		"monitors:\n  nvidia:\n    dcgm:\n      dcgmiFrom: image\n":         `monitors.nvidia.dcgm.dcgmiFrom: "image" is not auto, agent or host`,
 		"monitors:\n  nvidia:\n    dcgm:\n      dcgmi: --help\n":            "must be a command name or an absolute path",
 		"monitors:\n  nvidia:\n    dcgm:\n      hostEngine: --version\n":    "is not host, host:port or unix:///path",
 		"monitors:\n  nvidia:\n    dcgm:\n      hostEngine: \"a b:5555\"\n": "is not host, host:port or unix:///path",

@@ -6,14 +6,14 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"nodemend.dev/nodemend/internal/childproc"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"nodemend.dev/nodemend/internal/childproc"
 )
 
 // Runner runs commands.
@@ -32,22 +32,47 @@ type Exec struct {
 	// PATH, so that the agent's own environment (credentials) is not passed
 	// on and outputs are not localized.
 	Env []string
+	// Root, when set, runs the tools of another root filesystem: the
+	// host's, mounted into the agent's container. LookPath then searches
+	// the standard PATH directories under Root (resolving symbolic links as
+	// inside Root), and Run starts the tool chrooted into Root, so that it
+	// loads its own libraries. A tool that a user other than root could
+	// have written is refused (ErrUntrusted; childproc.LookPathInRoot).
+	Root string
 }
 
 // LookPath implements Runner.
-func (Exec) LookPath(name string) (string, error) { return exec.LookPath(name) }
+func (e Exec) LookPath(name string) (string, error) {
+	if e.Root != "" {
+		return childproc.LookPathInRoot(e.Root, name)
+	}
+	return exec.LookPath(name)
+}
 
 const stderrKeep = 1024
 
 // Run implements Runner.
 func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Writer) error {
-	cmd := exec.CommandContext(ctx, name, args...)
+	path := name
+	if e.Root != "" {
+		p, err := childproc.LookPathInRoot(e.Root, name)
+		if err != nil {
+			return err
+		}
+		path = p
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	if e.Root != "" {
+		if err := childproc.InRoot(cmd, e.Root); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	cmd.Stdout = stdout
 	stderr := &childproc.Tail{Keep: stderrKeep}
 	cmd.Stderr = stderr
 	cmd.Env = e.Env
 	if cmd.Env == nil {
-		cmd.Env = []string{"LC_ALL=C", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		cmd.Env = []string{"LC_ALL=C", "PATH=" + strings.Join(childproc.ToolDirs, ":")}
 	}
 	// On cancel, ask first (tcpdump flushes its last chunk on SIGTERM); kill
 	// after WaitDelay, and do not wait for a grandchild holding the pipes.
@@ -67,5 +92,10 @@ func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Wri
 	return nil
 }
 
-// ErrNotInstalled is what Script's LookPath returns for unknown tools.
-var ErrNotInstalled = errors.New("not installed")
+// Errors of LookPath: ErrNotInstalled for a tool that is not there (for
+// Script, every unscripted tool), ErrUntrusted for a tool of another root
+// that a user other than root could have written (Exec.Root).
+var (
+	ErrNotInstalled = childproc.ErrNotFound
+	ErrUntrusted    = childproc.ErrUntrusted
+)

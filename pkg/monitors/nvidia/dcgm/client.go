@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"nodemend.dev/nodemend/internal/childproc"
 )
 
 // Runner runs host tools; pkg/diagnostics/command's Exec (real processes,
@@ -23,6 +25,9 @@ type Runner interface {
 var (
 	// ErrNotInstalled: the dcgmi tool is not there.
 	ErrNotInstalled = errors.New("dcgmi is not installed")
+	// ErrRefused: the host's dcgmi is there but is not run, because a user
+	// other than root could have written it (it is also ErrNotInstalled).
+	ErrRefused = errors.New("the host's dcgmi is refused")
 	// ErrUnreachable: dcgmi runs but no host engine answers at the address.
 	ErrUnreachable = errors.New("no DCGM host engine answers")
 	// ErrWatchesOff: the host engine has no health watches for the GPUs.
@@ -39,11 +44,19 @@ const (
 	maxDiagOutput   = 32 << 20
 )
 
-// Client runs dcgmi against one host engine. The zero Runner is an error;
-// an empty Dcgmi means DefaultDcgmi; an empty HostEngine means dcgmi's
-// default (localhost, port 5555).
+// Client runs dcgmi against one host engine. Without a Runner or a
+// HostRunner every call is ErrNotInstalled; an empty Dcgmi means
+// DefaultDcgmi; an empty HostEngine means dcgmi's default (localhost, port
+// 5555); an empty From means FromAuto.
 type Client struct {
+	// Runner runs the tools of the agent's own filesystem.
 	Runner Runner
+	// HostRunner runs the tools of the host's filesystem, inside it
+	// (pkg/diagnostics/command Exec.Root); nil where the agent has no
+	// separate host root.
+	HostRunner Runner
+	// From says whose dcgmi to run.
+	From ToolFrom
 	// Dcgmi is the tool: a name looked up in PATH, or a path.
 	Dcgmi string
 	// HostEngine is dcgmi's --host: "host", "host:port" or
@@ -58,15 +71,55 @@ func (c *Client) tool() string {
 	return c.Dcgmi
 }
 
+// locate picks the dcgmi to run: the agent's, else the host's (as From
+// allows), and names it for messages.
+func (c *Client) locate() (Runner, string, error) {
+	var tried []string
+	refused := false
+	try := func(r Runner, whose string) bool {
+		if r == nil {
+			return false
+		}
+		if _, err := r.LookPath(c.tool()); err != nil {
+			tried = append(tried, whose+": "+err.Error())
+			refused = refused || errors.Is(err, childproc.ErrUntrusted)
+			return false
+		}
+		return true
+	}
+	if c.From != FromHost && try(c.Runner, "the agent's") {
+		return c.Runner, c.tool(), nil
+	}
+	if c.From != FromAgent && try(c.HostRunner, "the host's") {
+		return c.HostRunner, "the host's " + c.tool(), nil
+	}
+	if len(tried) == 0 {
+		return nil, "", fmt.Errorf("%w: no command runner for dcgmiFrom %s", ErrNotInstalled, c.from())
+	}
+	if refused {
+		return nil, "", fmt.Errorf("%w (%w): %s", ErrNotInstalled, ErrRefused, strings.Join(tried, "; "))
+	}
+	return nil, "", fmt.Errorf("%w: %s", ErrNotInstalled, strings.Join(tried, "; "))
+}
+
+func (c *Client) from() ToolFrom {
+	if c.From == "" {
+		return FromAuto
+	}
+	return c.From
+}
+
 // Installed reports whether the tool can be run, or ErrNotInstalled.
 func (c *Client) Installed() error {
-	if c.Runner == nil {
-		return fmt.Errorf("%w: no command runner", ErrNotInstalled)
-	}
-	if _, err := c.Runner.LookPath(c.tool()); err != nil {
-		return fmt.Errorf("%w: %v", ErrNotInstalled, err)
-	}
-	return nil
+	_, _, err := c.locate()
+	return err
+}
+
+// Tool names the dcgmi that runs ("dcgmi", "the host's dcgmi"), or "" when
+// there is none.
+func (c *Client) Tool() string {
+	_, name, _ := c.locate()
+	return name
 }
 
 // Where names the host engine for messages.
@@ -78,14 +131,15 @@ func (c *Client) Where() string {
 }
 
 func (c *Client) run(ctx context.Context, limit int64, args ...string) ([]byte, error) {
-	if err := c.Installed(); err != nil {
+	runner, _, err := c.locate()
+	if err != nil {
 		return nil, err
 	}
 	if c.HostEngine != "" {
 		args = append(args, "--host", c.HostEngine)
 	}
 	out := &capped{limit: limit}
-	err := c.Runner.Run(ctx, c.tool(), args, out)
+	err = runner.Run(ctx, c.tool(), args, out)
 	if out.over {
 		return nil, fmt.Errorf("dcgmi %s printed more than %d bytes", args[0], limit)
 	}

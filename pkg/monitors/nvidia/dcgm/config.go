@@ -18,22 +18,44 @@ type Config struct {
 	// one that answered stops), required (no host engine at all is
 	// DCGMError) or off (never run dcgmi).
 	Mode Mode `json:"mode,omitempty"`
-	// Dcgmi is the dcgmi tool in the agent's own filesystem: a name looked
-	// up in PATH, or an absolute path. It needs DCGM's libraries beside it
-	// (the datacenter-gpu-manager package, or an image that ships it).
+	// Dcgmi is the dcgmi tool: a name looked up in PATH, or an absolute
+	// path, in the filesystem dcgmiFrom picks.
 	Dcgmi string `json:"dcgmi,omitempty"`
+	// DcgmiFrom says whose dcgmi runs: auto (the agent's own, else the
+	// host's), agent, or host. The agent's needs DCGM's libraries beside it
+	// (an agent image that ships the datacenter-gpu-manager package). The
+	// host's (DCGM's packages on the node) is looked up under the host root
+	// and run inside it (chroot), with the host's libraries; it runs only
+	// when root owns it and its directories and nobody else can write them.
+	DcgmiFrom ToolFrom `json:"dcgmiFrom,omitempty"`
 	// HostEngine is the nv-hostengine dcgmi connects to (its --host):
-	// host, host:port, or unix:///path for a socket. Empty means
-	// localhost:5555, where the GPU operator's and the DCGM packages'
-	// host engines listen.
+	// host, host:port, or unix:///path for a socket, a path in the
+	// filesystem of the dcgmi that runs. Empty means localhost:5555, where
+	// the GPU operator's and the DCGM packages' host engines listen (the
+	// agent shares the node's network).
 	HostEngine string `json:"hostEngine,omitempty"`
 	// CheckInterval is the period of the health watch and field checks.
 	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
 }
 
+// ToolFrom says whose filesystem dcgmi comes from.
+type ToolFrom string
+
+const (
+	// FromAuto runs the agent's dcgmi, else the host's.
+	FromAuto ToolFrom = "auto"
+	// FromAgent runs only the agent's.
+	FromAgent ToolFrom = "agent"
+	// FromHost runs only the host's.
+	FromHost ToolFrom = "host"
+)
+
+// Valid reports whether f is a known source.
+func (f ToolFrom) Valid() bool { return f == FromAuto || f == FromAgent || f == FromHost }
+
 // DefaultConfig is the section used when the file leaves keys out.
 func DefaultConfig() Config {
-	return Config{Mode: Auto, Dcgmi: "dcgmi", CheckInterval: monitor.Duration{Duration: time.Minute}}
+	return Config{Mode: Auto, Dcgmi: "dcgmi", DcgmiFrom: FromAuto, CheckInterval: monitor.Duration{Duration: time.Minute}}
 }
 
 // Validate checks the section.
@@ -41,6 +63,9 @@ func (c Config) Validate(path string) []error {
 	errs := monitor.Errors(monitor.MinPeriod(path+".checkInterval", c.CheckInterval))
 	if !c.Mode.Valid() {
 		errs = append(errs, fmt.Errorf("%s.mode: %q is not auto, required or off", path, c.Mode))
+	}
+	if !c.DcgmiFrom.Valid() {
+		errs = append(errs, fmt.Errorf("%s.dcgmiFrom: %q is not auto, agent or host", path, c.DcgmiFrom))
 	}
 	// Both end up as arguments of a command: an option-like value would be
 	// read as another option.

@@ -18,7 +18,8 @@ import (
 // the incidents DcgmHealthWatch.cpp raises for each system and grade: message
 // formats of dcgm_errors.h, their next steps, and the "(triggered by XID N:
 // ...)" details. SM, PMU and MCU are watch bits DCGM never reports on
-// (dcgmi/Health.cpp does not even display them).
+// (dcgmi/Health.cpp does not even display them); gradesDCGMGives lists the
+// systems and grades DCGM does report.
 
 type want struct {
 	reason   string
@@ -147,6 +148,64 @@ func TestHealthFixtures(t *testing.T) {
 	}
 }
 
+// gradesDCGMGives are the (entity group, system as dcgmi labels it, grade)
+// triples DCGM 4.6's health watch can report (modules/health/
+// DcgmHealthWatch.cpp SetResponse calls; dcgmi/Health.cpp
+// HelperSystemToString): the fixtures must show each one. PCIe and InfoROM
+// are only ever warnings; thermal and power fail only for CPUs (GPU
+// thermal and power incidents are clocks events, warnings); XIDs that
+// concern every system and NvSwitch errors are "Internal error" to dcgmi;
+// the IMEX daemon is the node's (group None).
+var gradesDCGMGives = []string{
+	"GPU/PCIe system=Warning",
+	"GPU/Memory system=Warning", "GPU/Memory system=Failure",
+	"GPU/InfoROM system=Warning",
+	"GPU/Thermal system=Warning", "CPU/Thermal system=Warning", "CPU/Thermal system=Failure",
+	"GPU/Power system=Warning", "CPU/Power system=Failure",
+	"GPU/NVLINK system=Warning", "GPU/NVLINK system=Failure", "None/NVLINK system=Failure",
+	"GPU/Driver=Warning", "GPU/Driver=Failure",
+	"Switch/Internal error=Warning", "Switch/Internal error=Failure",
+	"ConnectX/ConnectX system=Warning", "ConnectX/ConnectX system=Failure",
+	"GPU/Internal error=Warning", "GPU/Internal error=Failure",
+}
+
+// Every system and grade DCGM reports has a fixture, and so has a check
+// where everything passes.
+func TestFixturesCoverEverySystemAndGrade(t *testing.T) {
+	shown := map[string]bool{}
+	healthy := false
+	for _, r := range healthFixtureReports(t) {
+		healthy = healthy || (r.Overall == Healthy && len(r.Incidents) == 0)
+		for _, inc := range r.Incidents {
+			shown[inc.Entity.Group+"/"+inc.System+"="+inc.Grade.String()] = true
+		}
+	}
+	if !healthy {
+		t.Error("no fixture of a healthy node")
+	}
+	for _, g := range gradesDCGMGives {
+		if !shown[g] {
+			t.Errorf("no fixture shows %s", g)
+		}
+	}
+}
+
+// healthFixtureReports parses every fixture under testdata/health.
+func healthFixtureReports(t *testing.T) []HealthReport {
+	t.Helper()
+	files, _ := filepath.Glob("testdata/health/*.json")
+	var out []HealthReport
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		r, err := ParseHealth(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 func sortWants(ws []want) {
 	slices.SortFunc(ws, func(a, b want) int {
 		return strings.Compare(a.reason+"/"+a.subject, b.reason+"/"+b.subject)
@@ -157,13 +216,7 @@ func sortWants(ws []want) {
 // registry severity, and every code the recognizer knows is registered.
 func TestEveryHealthCodeIsRegisteredAndCovered(t *testing.T) {
 	raised := map[string]health.Severity{}
-	files, _ := filepath.Glob("testdata/health/*.json")
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		r, err := ParseHealth(data)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for _, r := range healthFixtureReports(t) {
 		for _, fd := range HealthFindings(r) {
 			if !fd.Severity.AtMost(raised[fd.Reason]) || raised[fd.Reason] == "" {
 				raised[fd.Reason] = fd.Severity

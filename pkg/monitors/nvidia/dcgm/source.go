@@ -32,6 +32,7 @@ func (m Mode) Valid() bool { return m == Auto || m == Required || m == Off }
 // HealthAPI is what the source needs from DCGM; Client implements it.
 type HealthAPI interface {
 	Installed() error
+	Tool() string
 	Where() string
 	Health(ctx context.Context) (HealthReport, error)
 	EnableWatches(ctx context.Context) error
@@ -108,7 +109,7 @@ func (s *Source) CheckHealth(ctx context.Context) ([]Finding, error) {
 			return nil, err
 		}
 		s.reached(true)
-		s.log.Info("DCGM health watches enabled", "hostEngine", s.api.Where())
+		s.log.Info("DCGM health watches enabled", "hostEngine", s.api.Where(), "dcgmi", s.api.Tool())
 		// DCGM's first check after setting the watches only creates their
 		// state; results come with the next one.
 		return nil, nil
@@ -176,7 +177,13 @@ func (s *Source) unavailable(cause error) ([]Finding, error) {
 		}
 		return []Finding{{Reason: health.ReasonDCGMError, Severity: health.Fatal, Message: truncate(msg, maxMessage)}}, nil
 	}
-	if logged != cause.Error() {
+	switch {
+	case logged == cause.Error():
+	case errors.Is(cause, ErrRefused):
+		// Someone put a dcgmi where others can write: say so where
+		// operators look, not only in the debug log.
+		s.log.Info("DCGM not in use on this node: the host's dcgmi is not run", "reason", cause.Error())
+	default:
 		s.log.V(1).Info("DCGM not in use on this node: its checks write nothing until a host engine answers", "reason", cause.Error())
 	}
 	return nil, nil

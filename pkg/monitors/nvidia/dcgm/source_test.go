@@ -202,3 +202,90 @@ func TestOutputIsBounded(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// dcgmiFrom picks whose dcgmi runs: auto prefers the agent's and falls back
+// to the host's, agent and host use only theirs.
+func TestWhoseDcgmi(t *testing.T) {
+	ctx := context.Background()
+	pass := command.Result{Stdout: fixture(t, "health", "pass.json")}
+	agentTool := func() *command.Script { return command.NewScript().Set("dcgmi health --check --json", pass) }
+	for name, c := range map[string]struct {
+		from             dcgm.ToolFrom
+		agent, host      *command.Script
+		want             string // "agent", "host" or "" (ErrNotInstalled)
+		wantTool         string
+		wantMessageParts []string
+	}{
+		"auto, both":           {from: dcgm.FromAuto, agent: agentTool(), host: agentTool(), want: "agent", wantTool: "dcgmi"},
+		"auto, only the host":  {from: dcgm.FromAuto, agent: command.NewScript(), host: agentTool(), want: "host", wantTool: "the host's dcgmi"},
+		"empty is auto":        {from: "", agent: command.NewScript(), host: agentTool(), want: "host", wantTool: "the host's dcgmi"},
+		"agent, only the host": {from: dcgm.FromAgent, agent: command.NewScript(), host: agentTool(), wantMessageParts: []string{"the agent's: "}},
+		"host, both":           {from: dcgm.FromHost, agent: agentTool(), host: agentTool(), want: "host", wantTool: "the host's dcgmi"},
+		"host, only the agent": {from: dcgm.FromHost, agent: agentTool(), host: command.NewScript(), wantMessageParts: []string{"the host's: "}},
+		"neither":              {from: dcgm.FromAuto, agent: command.NewScript(), host: command.NewScript(), wantMessageParts: []string{"the agent's: ", "; the host's: "}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cl := &dcgm.Client{Runner: c.agent, HostRunner: c.host, From: c.from}
+			_, err := cl.Health(ctx)
+			if c.want == "" {
+				if !errors.Is(err, dcgm.ErrNotInstalled) {
+					t.Fatalf("Health = %v, want ErrNotInstalled", err)
+				}
+				for _, p := range c.wantMessageParts {
+					if !strings.Contains(err.Error(), p) {
+						t.Errorf("error %q does not say %q", err, p)
+					}
+				}
+				if len(c.agent.Calls())+len(c.host.Calls()) != 0 {
+					t.Errorf("ran %v %v", c.agent.Calls(), c.host.Calls())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := map[string]int{"agent": len(c.agent.Calls()), "host": len(c.host.Calls())}
+			if ran[c.want] != 1 || ran["agent"]+ran["host"] != 1 {
+				t.Errorf("ran %v, want one call by the %s's runner", ran, c.want)
+			}
+			if got := cl.Tool(); got != c.wantTool {
+				t.Errorf("Tool() = %q, want %q", got, c.wantTool)
+			}
+		})
+	}
+}
+
+// A host dcgmi that others can write is not run: it is ErrNotInstalled and
+// ErrRefused, the source writes nothing for it in mode auto, and says so in
+// the log at the default verbosity.
+func TestRefusedHostDcgmi(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/bin/dcgmi"), []byte("#!/bin/sh\n"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "usr/bin/dcgmi"), 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	cl := &dcgm.Client{Runner: command.NewScript(), HostRunner: command.Exec{Root: root}}
+	err := cl.Installed()
+	if !errors.Is(err, dcgm.ErrNotInstalled) || !errors.Is(err, dcgm.ErrRefused) || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Fatalf("Installed = %v", err)
+	}
+	var lines []string
+	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 0})
+	src := dcgm.NewSource(cl, dcgm.Auto, log)
+	for range 2 {
+		if fs, err := src.CheckHealth(context.Background()); err != nil || len(fs) != 0 {
+			t.Fatalf("CheckHealth = %v, %v", fs, err)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "the host's dcgmi is not run") {
+		t.Fatalf("log %q, want one line saying the host's dcgmi is not run", lines)
+	}
+}

@@ -1,0 +1,103 @@
+package childproc
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+)
+
+// ToolDirs are the directories of the PATH host tools run with, in order.
+var ToolDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// Errors of LookPathInRoot.
+var (
+	// ErrNotFound: no such tool.
+	ErrNotFound = errors.New("not installed")
+	// ErrUntrusted: the tool is there, but a user other than root could
+	// have written it.
+	ErrUntrusted = errors.New("refusing to run a tool others can write")
+)
+
+// LookPathInRoot finds a tool inside root (another root filesystem, such
+// as the host's mounted into the agent's container), resolving symbolic
+// links the way the kernel will once the tool runs chrooted there, and
+// returns its path inside root. name is a command name (searched in
+// ToolDirs) or an absolute path inside root. A tool that someone other
+// than root could have put or changed there is ErrUntrusted: the agent
+// runs it as root.
+func LookPathInRoot(root, name string) (string, error) {
+	if name == "" || strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("%q: %w", name, ErrNotFound)
+	}
+	candidates := []string{name}
+	if !strings.Contains(name, "/") {
+		candidates = candidates[:0]
+		for _, d := range ToolDirs {
+			candidates = append(candidates, d+"/"+name)
+		}
+	} else if !filepath.IsAbs(name) {
+		return "", fmt.Errorf("%s: a tool of another root must be a name or an absolute path", name)
+	}
+	root = filepath.Clean(root)
+	var refused error
+	for _, c := range candidates {
+		full, err := securejoin.SecureJoin(root, c)
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(full)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		inRoot := "/" + strings.TrimPrefix(strings.TrimPrefix(full, root), "/")
+		if err := trustedTool(root, inRoot); err != nil {
+			refused = err
+			continue
+		}
+		return inRoot, nil
+	}
+	if refused != nil {
+		return "", refused
+	}
+	return "", fmt.Errorf("%s: %w under %s (%s)", name, ErrNotFound, root, strings.Join(ToolDirs, ":"))
+}
+
+// trustedTool: the file and every directory from root down to it must be
+// owned by root (or by the agent's own user, which cannot chroot unless it
+// is root) and writable by nobody else.
+func trustedTool(root, inRoot string) error {
+	p := inRoot
+	for {
+		fi, err := os.Lstat(filepath.Join(root, p))
+		if err != nil {
+			return err
+		}
+		if why := untrusted(fi); why != "" {
+			return fmt.Errorf("%w: %s in %s: %s is %s", ErrUntrusted, inRoot, root, p, why)
+		}
+		if p == "/" {
+			return nil
+		}
+		p = filepath.Dir(p)
+	}
+}
+
+func untrusted(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "of unknown ownership"
+	}
+	if st.Uid != 0 && int(st.Uid) != os.Getuid() {
+		return fmt.Sprintf("owned by uid %d", st.Uid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Sprintf("writable by group or others (%v)", fi.Mode().Perm())
+	}
+	return ""
+}
