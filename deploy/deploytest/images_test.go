@@ -187,17 +187,8 @@ func TestAgentImageCarriesOnlyItsTools(t *testing.T) {
 	}
 	delete(want, "coreutils") // in every Debian image
 	got := map[string]bool{}
-	for _, r := range find(finalStage(dockerfile(t, "agent.Dockerfile")), "RUN") {
-		_, rest, ok := strings.Cut(r.Args, "apt-get install")
-		if !ok {
-			continue
-		}
-		rest, _, _ = strings.Cut(rest, "&&")
-		for _, f := range strings.Fields(rest) {
-			if !strings.HasPrefix(f, "-") {
-				got[f] = true
-			}
-		}
+	for _, p := range AptInstalls(finalStage(dockerfile(t, "agent.Dockerfile"))) {
+		got[p] = true
 	}
 	for p := range want {
 		if !got[p] {

@@ -17,9 +17,12 @@ import (
 // dockerfileImage is what a Dockerfile declares about the image it builds,
 // read from its instructions.
 type dockerfileImage struct {
-	BaseKind   baseKind
-	Release    string
-	Packages   []string
+	BaseKind baseKind
+	Release  string
+	Packages []string
+	// Recommends: the final stage's apt-get install also installs
+	// recommended packages (no --no-install-recommends).
+	Recommends bool
 	CGO        bool
 	Package    string
 	BuildFlags []string // -trimpath, -ldflags=…
@@ -30,6 +33,10 @@ type dockerfileImage struct {
 	Volumes    []string
 	Ports      []string
 	WorkingDir string
+	// Unsupported lists what the final stage does that hack/images has
+	// no counterpart for (a command other than apt's, CMD, LABEL, a file
+	// added other than the binary): each is a disagreement.
+	Unsupported []string
 }
 
 // debianReleases maps Debian version numbers (in distroless image names)
@@ -98,19 +105,16 @@ func readDockerfile(data []byte) (dockerfileImage, error) {
 				}
 			}
 			if final {
-				if _, rest, ok := strings.Cut(i.Args, "apt-get install"); ok {
-					rest, _, _ = strings.Cut(rest, "&&")
-					for _, f := range strings.Fields(rest) {
-						if !strings.HasPrefix(f, "-") {
-							d.Packages = append(d.Packages, f)
-						}
-					}
-				}
+				d.readFinalRun(i.Args)
 			}
 		case "COPY":
 			f := strings.Fields(i.Args)
-			if final && len(f) == 3 && strings.HasPrefix(f[0], "--from=") && f[1] == buildOut {
+			switch {
+			case !final:
+			case len(f) == 3 && strings.HasPrefix(f[0], "--from=") && f[1] == buildOut && d.BinaryPath == "":
 				d.BinaryPath = f[2]
+			default:
+				d.Unsupported = append(d.Unsupported, "COPY "+i.Args)
 			}
 		case "USER":
 			if final {
@@ -143,9 +147,62 @@ func readDockerfile(data []byte) (dockerfileImage, error) {
 			if final {
 				d.WorkingDir = i.Args
 			}
+		default: // CMD, LABEL, ADD, SHELL, HEALTHCHECK, STOPSIGNAL, ONBUILD
+			if final {
+				d.Unsupported = append(d.Unsupported, i.Cmd+" "+i.Args)
+			}
 		}
 	}
 	return d, nil
+}
+
+// readFinalRun reads a RUN of the final stage: hack/images installs
+// packages as apt-get does, so the commands it understands are apt-get
+// update, install (the packages) and clean, and removing apt's lists and
+// archives; any other command is unsupported.
+func (d *dockerfileImage) readFinalRun(run string) {
+	for _, cmd := range deploytest.ShellCommands(run) {
+		if a, ok := deploytest.ReadApt(cmd); ok {
+			switch a.Subcommand {
+			case "install":
+				d.Packages = append(d.Packages, a.Args...)
+				if !slices.ContainsFunc(a.Options, noRecommends) {
+					d.Recommends = true
+				}
+				continue
+			case "update", "clean":
+				continue
+			}
+		} else if cmd[0] == "rm" && aptCleanup(cmd[1:]) {
+			continue
+		}
+		d.Unsupported = append(d.Unsupported, "RUN "+strings.Join(cmd, " "))
+	}
+}
+
+// noRecommends reports whether an apt option turns recommended packages off.
+func noRecommends(opt string) bool {
+	switch strings.ToLower(opt) {
+	case "--no-install-recommends", "-o=apt::install-recommends=false", "-o=apt::install-recommends=0":
+		return true
+	}
+	return false
+}
+
+// aptCleanup reports whether rm's arguments remove only apt's package
+// lists and downloaded archives (which the builder leaves out too).
+func aptCleanup(args []string) bool {
+	paths := 0
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if !strings.HasPrefix(a, "/var/lib/apt/lists/") && !strings.HasPrefix(a, "/var/cache/apt/") {
+			return false
+		}
+		paths++
+	}
+	return paths > 0
 }
 
 // disagreements lists where the Dockerfile and the no-Docker build's
@@ -161,6 +218,12 @@ func disagreements(im image, d dockerfileImage) []string {
 	}
 	if d.BaseKind == slimBase && !slices.Equal(sorted(d.Packages), sorted(im.Base.Packages)) {
 		differ("packages", sorted(d.Packages), sorted(im.Base.Packages))
+	}
+	if d.Recommends {
+		out = append(out, "recommended packages: the Dockerfile installs them (apt-get install without --no-install-recommends), hack/images does not")
+	}
+	for _, u := range d.Unsupported {
+		out = append(out, fmt.Sprintf("unsupported: the Dockerfile's final stage does %q, which hack/images does not do", u))
 	}
 	if d.CGO != im.CGO {
 		differ("cgo", d.CGO, im.CGO)
@@ -268,6 +331,14 @@ func TestDisagreementsNoticeDockerfileChanges(t *testing.T) {
 		{"port", "USER 0:0", "EXPOSE 8088\nUSER 0:0", "EXPOSE"},
 		{"release", "DEBIAN_RELEASE=bookworm", "DEBIAN_RELEASE=trixie", "base"},
 		{"cgo", "CGO_ENABLED=1", "CGO_ENABLED=0", "cgo"},
+		{"package in a second RUN", "USER 0:0", "RUN apt-get update && apt-get install -y --no-install-recommends curl\nUSER 0:0", "packages"},
+		{"package after apt-get options", "&& rm -rf", "&& DEBIAN_FRONTEND=noninteractive apt-get -y --no-install-recommends install gdb && rm -rf", "packages"},
+		{"package version pinned", " tcpdump ", " tcpdump=4.99.3-1 ", "packages"},
+		{"recommended packages", "--no-install-recommends ", "", "recommended packages"},
+		{"another command", "&& rm -rf", "&& curl -fsSL -o /usr/local/bin/tool https://example.invalid/tool && rm -rf", "unsupported"},
+		{"file added", "USER 0:0", "COPY deploy/agent.yaml /etc/nodemend/agent.yaml\nUSER 0:0", "unsupported"},
+		{"cmd", `ENTRYPOINT ["/usr/local/bin/nodemend-agent"]`, `ENTRYPOINT ["/usr/local/bin/nodemend-agent"]` + "\nCMD [\"--config=/etc/nodemend/agent.yaml\"]", "unsupported"},
+		{"label", "USER 0:0", "LABEL org.opencontainers.image.source=https://example.invalid\nUSER 0:0", "unsupported"},
 	} {
 		changed := strings.Replace(string(data), c.from, c.to, 1)
 		if changed == string(data) {
