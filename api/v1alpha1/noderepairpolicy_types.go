@@ -22,6 +22,7 @@ import (
 // +kubebuilder:resource:scope=Cluster,shortName=nrp,categories=nodemend
 // +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.spec.weight`
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
+// +kubebuilder:printcolumn:name="Ladder",type=string,JSONPath=`.spec.ladder[*].action`,priority=1
 // +kubebuilder:printcolumn:name="MaxUnhealthy",type=string,JSONPath=`.spec.maxUnhealthy`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodeRepairPolicy struct {
@@ -41,6 +42,8 @@ type NodeRepairPolicyList struct {
 }
 
 // NodeRepairPolicySpec selects nodes and says how they are repaired.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.action) || !has(self.ladder)",message="set action or ladder, not both (action Replace is the ladder [Replace])"
 type NodeRepairPolicySpec struct {
 	// NodeSelector selects the nodes this policy applies to, by node labels
 	// (for example karpenter.sh/nodepool: gpu). Empty or absent selects every
@@ -82,10 +85,93 @@ type NodeRepairPolicySpec struct {
 
 	// Action is Replace (taint, drain, hand the node to its engine for
 	// replacement) or None (count the node as unhealthy, log, never touch
-	// it). Default Replace.
+	// it). Absent: the default ladder (docs/repair.md, The ladder). A
+	// policy sets action or ladder, not both: action Replace is the ladder
+	// of the one rung Replace.
 	// +optional
 	Action RepairAction `json:"action,omitempty"`
+
+	// Ladder is what is tried, rung by rung, once the toleration has
+	// passed and the node is tainted and drained: each rung's attempts in
+	// turn, then the next rung, while the fault stays or comes back within
+	// the rung's window. Replace and Quarantine end a ladder. Absent: the
+	// default ladder — Replace where an engine (Karpenter, Cluster API)
+	// owns the node; for other nodes ResetAccelerator first for the XIDs
+	// NVIDIA's catalogue resolves with a GPU reset, then Reboot, then
+	// Quarantine.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.action == a.action))",message="each action appears at most once in a ladder"
+	// +kubebuilder:validation:XValidation:rule="self.filter(r, r.action == 'Replace' || r.action == 'Quarantine').size() == 0 || (self.filter(r, r.action == 'Replace' || r.action == 'Quarantine').size() == 1 && (self[size(self)-1].action == 'Replace' || self[size(self)-1].action == 'Quarantine'))",message="Replace or Quarantine may only be the last rung"
+	Ladder []LadderRung `json:"ladder,omitempty"`
+
+	// Quarantine says when a quarantined node returns to service by
+	// itself.
+	// +optional
+	Quarantine *QuarantinePolicy `json:"quarantine,omitempty"`
 }
+
+// LadderRung is one rung of a ladder.
+type LadderRung struct {
+	// Action is ResetAccelerator (the node's agent resets the faulty GPUs
+	// when no process holds them), Reboot (the node's agent reboots its
+	// host; verified by the Node's bootID changing), Replace (the node's
+	// engine replaces it, as action Replace does) or Quarantine (cordon and
+	// taint the node for a person; it stays counted as unhealthy until
+	// released).
+	// +required
+	Action LadderAction `json:"action"`
+
+	// Attempts is how often the rung is tried before the next one. Default
+	// 1; Replace and Quarantine are done once.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// Timeout bounds one attempt: from the order to the node verified (a
+	// new bootID, the accelerator reset) and the triggering condition
+	// healthy. An attempt that has not got there by then failed. Default
+	// 15m for Reboot, 5m for ResetAccelerator; between 1m and 2h.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('2h')",message="timeout must be between 1m and 2h"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Window is how long, after an attempt returned the node to service,
+	// the same condition coming back counts as the attempt having failed:
+	// the ladder goes on with the next attempt or rung instead of starting
+	// over. Default 1h; at most 7 days.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="window must be between 0s and 168h"
+	Window *metav1.Duration `json:"window,omitempty"`
+}
+
+// QuarantinePolicy says how a quarantined node returns to service.
+type QuarantinePolicy struct {
+	// HealthyFor: a quarantined node whose every rule is healthy for this
+	// long is released by itself. 0 leaves the release to a person
+	// (kubectl mend release NODE). Default 24h.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="healthyFor must not be negative"
+	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
+}
+
+// LadderAction is what one rung does.
+// +kubebuilder:validation:Enum=ResetAccelerator;Reboot;Replace;Quarantine
+type LadderAction string
+
+const (
+	// LadderResetAccelerator resets the node's faulty GPUs.
+	LadderResetAccelerator LadderAction = "ResetAccelerator"
+	// LadderReboot reboots the node.
+	LadderReboot LadderAction = "Reboot"
+	// LadderReplace hands the node to its engine.
+	LadderReplace LadderAction = "Replace"
+	// LadderQuarantine cordons and taints the node for a person.
+	LadderQuarantine LadderAction = "Quarantine"
+)
 
 // RepairRule makes a node unhealthy when its condition conditionType has the
 // status status (and, if reasons is set, one of those reasons), and makes it

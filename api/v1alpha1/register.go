@@ -10,6 +10,7 @@ func knownTypes() []runtime.Object {
 	return []runtime.Object{
 		&NodeDiagnostic{}, &NodeDiagnosticList{},
 		&NodeRepairPolicy{}, &NodeRepairPolicyList{},
+		&NodeRemediation{}, &NodeRemediationList{},
 	}
 }
 

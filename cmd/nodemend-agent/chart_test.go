@@ -19,6 +19,7 @@ var chartDeviations = map[string]string{
 	"host-root":            "the host's / is mounted at /host in the pod",
 	"config":               "the config file comes from the chart's ConfigMap (itself equal to the defaults)",
 	"metrics-bind-address": "the pod runs in the host network: the node's own IP instead of loopback, on the default port",
+	"reboot-mechanism":     "the binary reboots nothing unless told how; the chart asks the host's systemd (refused, with the reason, where PID 1 is not systemd)",
 }
 
 func agentArgs(t *testing.T) []string {
@@ -56,7 +57,7 @@ func TestChartDefaultsAreTheBinaryDefaults(t *testing.T) {
 			t.Errorf("chart sets --%s=%s, the binary's default is %q", f.Name, got, f.DefValue)
 		}
 	})
-	for _, name := range []string{"kube-api-qps", "diagnostics"} {
+	for _, name := range []string{"kube-api-qps", "diagnostics", "remediation", "reboot-mechanism", "accelerator-reset", "max-clock-skew"} {
 		if !fl.Changed(name) {
 			t.Errorf("the chart leaves --%s to the binary; spell it out (values: agent.*)", name)
 		}

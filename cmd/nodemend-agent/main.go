@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
@@ -21,6 +22,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/kubeconfig"
 	"nodemend.dev/nodemend/pkg/agent"
+	"nodemend.dev/nodemend/pkg/agent/remediate"
 )
 
 func main() {
@@ -40,6 +42,12 @@ type flags struct {
 	// diagnostics flags (pkg/diagnostics)
 	diagnostics      bool
 	diagAllowUploads []string
+	// remediation flags (pkg/agent/remediate)
+	remediation      bool
+	rebootMechanism  string
+	rebootCommand    []string
+	acceleratorReset bool
+	maxClockSkew     time.Duration
 }
 
 func newCommand() *cobra.Command {
@@ -70,6 +78,11 @@ $NODE_NAME.`,
 	fl.Float32Var(&f.qps, "kube-api-qps", 5, "client-side rate limit on requests to the API server")
 	fl.BoolVar(&f.diagnostics, "diagnostics", true, "serve NodeDiagnostics for this node (docs/diagnostics.md)")
 	fl.StringSliceVar(&f.diagAllowUploads, "diagnostics-allow-upload-cidrs", nil, "private/loopback/link-local CIDRs that NodeDiagnostic upload URLs may reach (refused by default)")
+	fl.BoolVar(&f.remediation, "remediation", true, "serve NodeRemediations (reboot and accelerator-reset orders) for this node (docs/repair.md)")
+	fl.StringVar(&f.rebootMechanism, "reboot-mechanism", remediate.MechanismNone, "how an ordered reboot is done: none (refuse), systemd (the host's systemd starts reboot.target; needs systemd as the host's PID 1), command (--reboot-command), sysrq (the kernel's SysRq s-u-b: no clean shutdown)")
+	fl.StringSliceVar(&f.rebootCommand, "reboot-command", nil, "argv of the reboot command for --reboot-mechanism=command, comma-separated, run without a shell")
+	fl.BoolVar(&f.acceleratorReset, "accelerator-reset", true, "carry out ResetAccelerator orders with nvidia-smi --gpu-reset when it is installed")
+	fl.DurationVar(&f.maxClockSkew, "max-clock-skew", remediate.DefaultMaxClockSkew, "bound on the difference between this node's clock and the API server's, allowed for when judging an order's deadline")
 	return cmd
 }
 
@@ -103,9 +116,14 @@ func run(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
+	var rem agent.RemediationOptions
+	if f.remediation {
+		rem = agent.RemediationOptions{Config: cfg, ResetAccelerators: f.acceleratorReset, MaxClockSkew: f.maxClockSkew,
+			Reboot: remediate.RebootConfig{Mechanism: f.rebootMechanism, Command: f.rebootCommand}}
+	}
 	a, err := agent.New(agent.Options{
 		Client: client, NodeName: f.nodeName, HostRoot: f.hostRoot, ConfigPath: f.configPath,
-		MetricsAddr: f.metricsAddr, Log: log, Diagnostics: diag,
+		MetricsAddr: f.metricsAddr, Log: log, Diagnostics: diag, Remediation: rem,
 	})
 	if err != nil {
 		return err

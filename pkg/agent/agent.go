@@ -75,6 +75,9 @@ type Options struct {
 	// Diagnostics serves this node's NodeDiagnostics (pkg/diagnostics) when
 	// its Config is set; see diagnostics.go.
 	Diagnostics DiagnosticsOptions
+	// Remediation carries out this node's NodeRemediations when its Config
+	// is set; see remediation.go.
+	Remediation RemediationOptions
 }
 
 // Agent is a running nodemend-agent.
@@ -165,9 +168,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 
+	boot := &bootRecord{hostRoot: a.opts.HostRoot}
+	earlier, err := boot.earlierBoot()
+	if err != nil {
+		log.Error(err, "cannot tell whether the host rebooted; keeping the faults found on the node")
+	}
 	a.exporter = exporter.New(exporter.Options{
 		Client: a.opts.Client, NodeName: a.opts.NodeName, Clock: a.opts.Clock,
 		Recorder: a.recorder, Metrics: a.metrics, Log: log.WithName("exporter"),
+		EarlierBoot: earlier,
 	})
 	a.sched = scheduler.New(scheduler.Options{
 		Clock:  a.opts.Clock,
@@ -184,6 +193,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.exporter.Start(ctx); err != nil {
 		return err
 	}
+	if earlier {
+		log.Info("the host rebooted since the conditions were written; dropped the log-derived faults of the earlier boot", "boot", boot.current)
+	}
+	if err := boot.record(); err != nil {
+		log.Error(err, "recording the boot; a reboot will not be recognized at the next start")
+	}
 	if server != nil {
 		server.SetReady()
 	}
@@ -195,6 +210,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); _ = a.sched.Run(ctx) }()
 	go func() { defer wg.Done(); a.watchApplicability(ctx) }()
 	a.startDiagnostics(ctx, &wg)
+	a.startRemediation(ctx, &wg)
 	<-ctx.Done()
 	a.applyMu.Lock()
 	a.mu.Lock()

@@ -85,7 +85,12 @@ func (b *book) cond(t health.ConditionType) *condState {
 // agent keeps an active fault False with its original LastTransitionTime. A
 // log-derived fault gets a fresh quiet period (the log that proved it is gone);
 // a check-derived one stays until its check passes.
-func (b *book) adopt(existing corev1.NodeCondition, now time.Time) {
+//
+// With earlierBoot (the conditions were written during an earlier boot of
+// the host), log-derived faults are dropped instead: the boot whose log
+// proved them is over, and a reboot is how nodemend repairs them. Polled
+// faults stay until their check runs.
+func (b *book) adopt(existing corev1.NodeCondition, now time.Time, earlierBoot bool) {
 	t := health.ConditionType(existing.Type)
 	c := b.cond(t)
 	if !c.enabled {
@@ -102,6 +107,9 @@ func (b *book) adopt(existing corev1.NodeCondition, now time.Time) {
 	}
 	f := &fault{reason: r, message: existing.Message, first: existing.LastTransitionTime.Time}
 	if r.Source == health.FromLog {
+		if earlierBoot {
+			return
+		}
 		f.expires = now.Add(r.QuietPeriod)
 	}
 	c.faults[faultKey{reason: r.Name}] = f

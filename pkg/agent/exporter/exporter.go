@@ -41,6 +41,10 @@ type Options struct {
 	// WarningRenotify is how often a Warning that a check keeps finding is
 	// reported again as an Event. Default 1h.
 	WarningRenotify time.Duration
+	// EarlierBoot says that the conditions on the node were written during
+	// an earlier boot of the host: Start drops their log-derived faults
+	// (pkg/agent/boot.go decides).
+	EarlierBoot bool
 }
 
 // Exporter owns the node's nodemend conditions.
@@ -126,7 +130,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 		}
 		e.present[health.ConditionType(c.Type)] = true
 		e.written[health.ConditionType(c.Type)] = c
-		e.book.adopt(c, now)
+		e.book.adopt(c, now, e.opts.EarlierBoot)
 	}
 	e.started = true
 	e.markDirtyLocked()

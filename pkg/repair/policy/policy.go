@@ -61,6 +61,49 @@ type Policy struct {
 	MaxUnhealthy intstr.IntOrString
 	Drain        Drain
 	Action       v1alpha1.RepairAction
+	// Ladder is the policy's own ladder; nil means the default ladder,
+	// which depends on the node and the fault (pkg/repair/ladder).
+	Ladder []Rung
+	// QuarantineHealthyFor is how long a quarantined node must be healthy
+	// to be released by itself; 0: only a person releases it.
+	QuarantineHealthyFor time.Duration
+}
+
+// Rung is one rung of a ladder, its defaults filled in.
+type Rung struct {
+	Action   v1alpha1.LadderAction
+	Attempts int
+	// Timeout bounds one attempt (ResetAccelerator, Reboot).
+	Timeout time.Duration
+	// Window: the fault back within it after the node returned to service
+	// continues the ladder.
+	Window time.Duration
+}
+
+// Ladder defaults.
+const (
+	DefaultRebootTimeout        = 15 * time.Minute
+	DefaultResetTimeout         = 5 * time.Minute
+	DefaultRungWindow           = time.Hour
+	DefaultQuarantineHealthyFor = 24 * time.Hour
+)
+
+// NewRung is action's rung with the defaults.
+func NewRung(action v1alpha1.LadderAction) Rung {
+	r := Rung{Action: action, Attempts: 1, Window: DefaultRungWindow}
+	switch action {
+	case v1alpha1.LadderReboot:
+		r.Timeout = DefaultRebootTimeout
+	case v1alpha1.LadderResetAccelerator:
+		r.Timeout = DefaultResetTimeout
+	}
+	return r
+}
+
+// Terminal reports whether the rung ends a ladder: after Replace the node is
+// gone, after Quarantine a person decides.
+func (r Rung) Terminal() bool {
+	return r.Action == v1alpha1.LadderReplace || r.Action == v1alpha1.LadderQuarantine
 }
 
 // DefaultRules is the default table of docs/repair.md (Policies).
@@ -83,6 +126,9 @@ func Default() Policy {
 		MaxUnhealthy: intstr.FromString(DefaultMaxUnhealthy),
 		Drain:        Drain{Mode: v1alpha1.DrainEvict, Deadline: DefaultDrainDeadline},
 		Action:       v1alpha1.ActionReplace,
+		// Ladder nil: the default ladder applies (Replace where an engine
+		// owns the node, as before the ladder existed).
+		QuarantineHealthyFor: DefaultQuarantineHealthyFor,
 	}
 }
 
@@ -152,12 +198,74 @@ func FromAPI(o *v1alpha1.NodeRepairPolicy) (Policy, []string, error) {
 	}
 	switch o.Spec.Action {
 	case "":
-	case v1alpha1.ActionReplace, v1alpha1.ActionNone:
+	case v1alpha1.ActionReplace:
+		// What it has always meant: hand the node to its engine.
+		p.Action = o.Spec.Action
+		p.Ladder = []Rung{NewRung(v1alpha1.LadderReplace)}
+	case v1alpha1.ActionNone:
 		p.Action = o.Spec.Action
 	default:
 		return Policy{}, nil, fmt.Errorf("action %q is not Replace or None", o.Spec.Action)
 	}
+	if len(o.Spec.Ladder) > 0 {
+		if o.Spec.Action != "" {
+			return Policy{}, nil, fmt.Errorf("action %s and a ladder are exclusive", o.Spec.Action)
+		}
+		l, err := ladderFromAPI(o.Spec.Ladder)
+		if err != nil {
+			return Policy{}, nil, err
+		}
+		p.Ladder = l
+	}
+	if q := o.Spec.Quarantine; q != nil && q.HealthyFor != nil {
+		if q.HealthyFor.Duration < 0 {
+			return Policy{}, nil, fmt.Errorf("negative quarantine.healthyFor %s", q.HealthyFor.Duration)
+		}
+		p.QuarantineHealthyFor = q.HealthyFor.Duration
+	}
 	return p, warnings, nil
+}
+
+// ladderFromAPI checks a ladder as the CRD does (for objects admitted
+// before a rule existed) and fills in each rung's defaults.
+func ladderFromAPI(rungs []v1alpha1.LadderRung) ([]Rung, error) {
+	var out []Rung
+	seen := map[v1alpha1.LadderAction]bool{}
+	for i, r := range rungs {
+		switch r.Action {
+		case v1alpha1.LadderResetAccelerator, v1alpha1.LadderReboot, v1alpha1.LadderReplace, v1alpha1.LadderQuarantine:
+		default:
+			return nil, fmt.Errorf("ladder[%d]: action %q is not ResetAccelerator, Reboot, Replace or Quarantine", i, r.Action)
+		}
+		if seen[r.Action] {
+			return nil, fmt.Errorf("ladder[%d]: %s appears twice", i, r.Action)
+		}
+		seen[r.Action] = true
+		rung := NewRung(r.Action)
+		if r.Attempts < 0 || r.Attempts > 5 {
+			return nil, fmt.Errorf("ladder[%d]: attempts %d not between 1 and 5", i, r.Attempts)
+		}
+		if r.Attempts > 0 && !rung.Terminal() {
+			rung.Attempts = int(r.Attempts)
+		}
+		if r.Timeout != nil && !rung.Terminal() {
+			if r.Timeout.Duration < time.Minute || r.Timeout.Duration > 2*time.Hour {
+				return nil, fmt.Errorf("ladder[%d]: timeout %s not between 1m and 2h", i, r.Timeout.Duration)
+			}
+			rung.Timeout = r.Timeout.Duration
+		}
+		if r.Window != nil {
+			if r.Window.Duration < 0 {
+				return nil, fmt.Errorf("ladder[%d]: negative window %s", i, r.Window.Duration)
+			}
+			rung.Window = r.Window.Duration
+		}
+		if rung.Terminal() && i != len(rungs)-1 {
+			return nil, fmt.Errorf("ladder[%d]: %s may only be the last rung", i, r.Action)
+		}
+		out = append(out, rung)
+	}
+	return out, nil
 }
 
 // expandReasons replaces the family names among a rule's reasons by their

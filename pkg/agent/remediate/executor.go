@@ -1,0 +1,316 @@
+package remediate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+)
+
+// Resource is the NodeRemediation resource.
+var Resource = schema.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "noderemediations"}
+
+// Options configure an Executor.
+type Options struct {
+	// Config is the agent's REST config.
+	Config   *rest.Config
+	NodeName string
+	HostRoot string
+	// Rebooter reboots the host; nil: reboots are off (RebootOff says why).
+	Rebooter  Rebooter
+	RebootOff string
+	// Resetter resets GPUs; nil: resets are off (ResetOff says why).
+	Resetter Resetter
+	ResetOff string
+	// ResetCandidates are the GPUs with a fault a reset resolves, reset by
+	// an order that names no devices; none known: every GPU of the host.
+	ResetCandidates func() []string
+	// AfterReset is told the GPUs reset and found healthy (everyGPU: the
+	// whole host's), to clear their faults.
+	AfterReset func(devices []string, everyGPU bool)
+	// MaxClockSkew defaults to DefaultMaxClockSkew.
+	MaxClockSkew time.Duration
+	Clock        clock.Clock
+	Log          logr.Logger
+
+	// onSync is called after each sync (tests).
+	onSync func(name string)
+}
+
+// Executor carries out the NodeRemediations of one node.
+type Executor struct {
+	opts     Options
+	client   dynamic.NamespaceableResourceInterface
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+	// accepted are the orders this process accepted: their outcome is
+	// this process's to write (or, for a reboot, the next boot's), not a
+	// sign of an agent that stopped half-way.
+	accepted map[types.UID]bool
+}
+
+// New validates opts and builds an Executor.
+func New(opts Options) (*Executor, error) {
+	if opts.Config == nil || opts.NodeName == "" {
+		return nil, errors.New("remediate: a REST config and a node name are required")
+	}
+	if opts.HostRoot == "" {
+		opts.HostRoot = "/"
+	}
+	if opts.MaxClockSkew <= 0 {
+		opts.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	dc, err := dynamic.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{opts: opts, client: dc.Resource(Resource), accepted: map[types.UID]bool{}}, nil
+}
+
+// Run serves the node's NodeRemediations until ctx ends.
+func (e *Executor) Run(ctx context.Context) error {
+	sel := fields.OneTermEqualSelector("spec.nodeName", e.opts.NodeName).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return e.client.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return e.client.Watch(ctx, o)
+		},
+	}
+	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "noderemediations"})
+	e.informer = cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 10*time.Minute, cache.Indexers{})
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			e.queue.Add(key)
+		}
+	}
+	if _, err := e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
+	}); err != nil {
+		return err
+	}
+	go e.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), e.informer.HasSynced) {
+		e.queue.ShutDown()
+		return nil
+	}
+	e.opts.Log.Info("serving NodeRemediations", "reboot", e.mechanism(), "reset", e.opts.Resetter != nil)
+	go func() {
+		<-ctx.Done()
+		e.queue.ShutDown()
+	}()
+	for e.next(ctx) {
+	}
+	return nil
+}
+
+func (e *Executor) mechanism() string {
+	if e.opts.Rebooter == nil {
+		return MechanismNone
+	}
+	return e.opts.Rebooter.Mechanism()
+}
+
+func (e *Executor) next(ctx context.Context) bool {
+	key, quit := e.queue.Get()
+	if quit {
+		return false
+	}
+	defer e.queue.Done(key)
+	if err := e.sync(ctx, key); err != nil {
+		e.opts.Log.Error(err, "NodeRemediation", "name", key)
+		e.queue.AddRateLimited(key)
+		return true
+	}
+	e.queue.Forget(key)
+	if e.opts.onSync != nil {
+		e.opts.onSync(key)
+	}
+	return true
+}
+
+// facts are what Judge needs, read now.
+func (e *Executor) facts() Facts {
+	boot, err := ReadBootID(e.opts.HostRoot)
+	if err != nil {
+		e.opts.Log.Error(err, "reading the boot ID")
+	}
+	f := Facts{
+		NodeName: e.opts.NodeName, BootID: boot, Now: e.opts.Clock.Now(), MaxSkew: e.opts.MaxClockSkew,
+		Enabled: map[v1alpha1.HostAction]bool{v1alpha1.HostReboot: e.opts.Rebooter != nil, v1alpha1.HostResetAccelerator: e.opts.Resetter != nil},
+		WhyOff:  map[v1alpha1.HostAction]string{v1alpha1.HostReboot: e.opts.RebootOff, v1alpha1.HostResetAccelerator: e.opts.ResetOff},
+	}
+	return f
+}
+
+// sync judges one order from the cache; anything but Ignore is judged again
+// on a fresh read before it is written or done.
+func (e *Executor) sync(ctx context.Context, name string) error {
+	item, exists, err := e.informer.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	cached, err := fromUnstructured(item)
+	if err != nil {
+		return err
+	}
+	if e.accepted[cached.UID] || Judge(cached, e.facts()).Verdict == Ignore {
+		return nil
+	}
+	// The confirmation: a fresh read from the API server. An agent that
+	// lost the API acts on nothing its cache held.
+	u, err := e.client.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("confirming the order: %w", err)
+	}
+	fresh, err := fromUnstructured(u)
+	if err != nil {
+		return err
+	}
+	j := Judge(fresh, e.facts())
+	log := e.opts.Log.WithValues("order", name, "action", fresh.Spec.Action)
+	switch j.Verdict {
+	case Ignore:
+		return nil
+	case Finish:
+		log.Info("order finished without acting", "phase", j.Phase, "message", j.Message)
+		_, err := e.writeStatus(ctx, fresh, j.Phase, j.Message, nil)
+		return ignoreConflict(err)
+	}
+	// Accept: the write carries the fresh read's resourceVersion, so it
+	// succeeds only if nothing changed since; only then is the host touched.
+	boot := e.facts().BootID
+	fresh.Status.BootID = boot
+	fresh.Status.Mechanism = e.mechanismFor(fresh.Spec.Action)
+	now := metav1.NewTime(e.opts.Clock.Now())
+	fresh.Status.AcceptedTime = &now
+	accepted, err := e.writeStatus(ctx, fresh, v1alpha1.RemediationAccepted, "accepted on boot "+boot, nil)
+	if err != nil {
+		return ignoreConflict(err)
+	}
+	e.accepted[fresh.UID] = true
+	log.Info("order accepted; carrying it out", "boot", boot, "mechanism", accepted.Status.Mechanism)
+	switch fresh.Spec.Action {
+	case v1alpha1.HostReboot:
+		if err := e.opts.Rebooter.Reboot(ctx); err != nil {
+			log.Error(err, "reboot failed")
+			_, werr := e.writeStatus(ctx, accepted, v1alpha1.RemediationFailed, "reboot failed: "+err.Error(), nil)
+			return werr
+		}
+		// The host goes down; the agent of the next boot records the
+		// outcome (judgeAccepted).
+		log.Info("reboot requested")
+		return nil
+	default:
+		devices := fresh.Spec.Devices
+		if len(devices) == 0 && e.opts.ResetCandidates != nil {
+			devices = e.opts.ResetCandidates()
+		}
+		res, err := e.opts.Resetter.Reset(ctx, devices)
+		if err == nil && e.opts.AfterReset != nil {
+			e.opts.AfterReset(res.Devices, len(devices) == 0)
+		}
+		phase, msg := v1alpha1.RemediationSucceeded, res.Message
+		if err != nil {
+			phase, msg = v1alpha1.RemediationFailed, err.Error()
+			if errors.Is(err, ErrBusy) || errors.Is(err, ErrRefused) {
+				phase = v1alpha1.RemediationRefused
+			}
+			log.Error(err, "accelerator reset not done")
+		} else {
+			log.Info("accelerators reset and healthy", "devices", res.Devices)
+		}
+		_, werr := e.writeStatus(ctx, accepted, phase, msg, res.Devices)
+		return werr
+	}
+}
+
+func (e *Executor) mechanismFor(a v1alpha1.HostAction) string {
+	if a == v1alpha1.HostReboot {
+		return e.mechanism()
+	}
+	if e.opts.Resetter != nil {
+		return e.opts.Resetter.Mechanism()
+	}
+	return ""
+}
+
+// writeStatus writes the status subresource with o's resourceVersion.
+func (e *Executor) writeStatus(ctx context.Context, o *v1alpha1.NodeRemediation, phase v1alpha1.RemediationPhase, msg string, devices []string) (*v1alpha1.NodeRemediation, error) {
+	o = o.DeepCopy()
+	o.Status.Phase = phase
+	o.Status.Message = clip(msg, 2048)
+	if devices != nil {
+		o.Status.Devices = devices
+	}
+	if phase.Finished() {
+		now := metav1.NewTime(e.opts.Clock.Now())
+		o.Status.CompletedTime = &now
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("NodeRemediation"))
+	out, err := e.client.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return fromUnstructured(out)
+}
+
+func fromUnstructured(obj any) (*v1alpha1.NodeRemediation, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	o := &v1alpha1.NodeRemediation{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, o); err != nil {
+		return nil, fmt.Errorf("decoding NodeRemediation %s: %w", u.GetName(), err)
+	}
+	return o, nil
+}
+
+// ignoreConflict: a conflict means the order changed since the fresh read;
+// the informer delivers the new version, which is judged again.
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

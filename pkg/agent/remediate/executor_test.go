@@ -1,0 +1,232 @@
+package remediate
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
+)
+
+var (
+	env *testenv.Env
+	k8s client.Client
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{testenv.NodemendCRDs()}}, func(e *testenv.Env) error {
+		env = e
+		s := runtime.NewScheme()
+		if err := v1alpha1.AddToScheme(s); err != nil {
+			return err
+		}
+		var err error
+		k8s, err = client.New(e.Config, client.Options{Scheme: s})
+		return err
+	})
+}
+
+// fakeHost is a host root whose "reboot" is the hook the simulation uses:
+// the boot ID file gets a new value, nothing else happens.
+type fakeHost struct {
+	root    string
+	reboots atomic.Int32
+	fail    error
+}
+
+func newFakeHost(t *testing.T, boot string) *fakeHost {
+	h := &fakeHost{root: t.TempDir()}
+	h.setBoot(t, boot)
+	return h
+}
+
+func (h *fakeHost) setBoot(t *testing.T, boot string) {
+	p := filepath.Join(h.root, BootIDPath)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(boot+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *fakeHost) Mechanism() string { return "fake" }
+func (h *fakeHost) Reboot(context.Context) error {
+	h.reboots.Add(1)
+	return h.fail
+}
+
+func startExecutor(t *testing.T, ctx context.Context, node string, h *fakeHost, mut func(*Options)) {
+	t.Helper()
+	opts := Options{Config: env.Config, NodeName: node, HostRoot: h.root, Rebooter: h, Log: testr.New(t)}
+	if mut != nil {
+		mut(&opts)
+	}
+	e, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func createOrder(t *testing.T, name, node string, action v1alpha1.HostAction, boot string) *v1alpha1.NodeRemediation {
+	t.Helper()
+	o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.NodeRemediationSpec{NodeName: node, Action: action, BootID: boot, ActiveDeadlineSeconds: 300}}
+	if err := k8s.Create(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
+	return o
+}
+
+func waitPhase(t *testing.T, name string, want v1alpha1.RemediationPhase) *v1alpha1.NodeRemediation {
+	t.Helper()
+	o := &v1alpha1.NodeRemediation{}
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, o); err != nil {
+			return false, err
+		}
+		return o.Status.Phase == want, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: phase %q (%s), want %q", name, o.Status.Phase, o.Status.Message, want)
+	}
+	return o
+}
+
+// A reboot order is accepted with the boot it was made for, carried out once,
+// and recorded as done by the agent of the next boot; neither a resync nor
+// a restart runs it again.
+func TestRebootOnceAndRecordedByTheNextBoot(t *testing.T) {
+	h := newFakeHost(t, "boot-1")
+	ctx, stop := context.WithCancel(t.Context())
+	startExecutor(t, ctx, "exec-n1", h, nil)
+	createOrder(t, "reboot-1", "exec-n1", v1alpha1.HostReboot, "boot-1")
+	o := waitPhase(t, "reboot-1", v1alpha1.RemediationAccepted)
+	if o.Status.BootID != "boot-1" || o.Status.Mechanism != "fake" || o.Status.AcceptedTime == nil {
+		t.Errorf("accepted status = %+v", o.Status)
+	}
+	if n := h.reboots.Load(); n != 1 {
+		t.Fatalf("%d reboots, want 1", n)
+	}
+	stop()
+
+	// The host came back with a new boot; a new agent starts.
+	h.setBoot(t, "boot-2")
+	startExecutor(t, t.Context(), "exec-n1", h, nil)
+	o = waitPhase(t, "reboot-1", v1alpha1.RemediationSucceeded)
+	if o.Status.BootID != "boot-1" || o.Status.CompletedTime == nil {
+		t.Errorf("final status = %+v", o.Status)
+	}
+	if n := h.reboots.Load(); n != 1 {
+		t.Fatalf("%d reboots after the restart, want 1", n)
+	}
+}
+
+// An agent restarted after accepting, on the same boot (the reboot never
+// happened), does not try again: the controller escalates instead.
+func TestAcceptedOrderIsNotRetriedOnTheSameBoot(t *testing.T) {
+	h := newFakeHost(t, "boot-1")
+	ctx, stop := context.WithCancel(t.Context())
+	startExecutor(t, ctx, "exec-n2", h, nil)
+	createOrder(t, "reboot-2", "exec-n2", v1alpha1.HostReboot, "boot-1")
+	waitPhase(t, "reboot-2", v1alpha1.RemediationAccepted)
+	stop()
+	startExecutor(t, t.Context(), "exec-n2", h, nil)
+	o := waitPhase(t, "reboot-2", v1alpha1.RemediationFailed)
+	if h.reboots.Load() != 1 {
+		t.Errorf("%d reboots, want 1", h.reboots.Load())
+	}
+	t.Log(o.Status.Message)
+}
+
+func TestRefusals(t *testing.T) {
+	h := newFakeHost(t, "boot-1")
+	startExecutor(t, t.Context(), "exec-n3", h, nil)
+	startExecutor(t, t.Context(), "exec-off", h, func(o *Options) { o.Rebooter, o.RebootOff = nil, "--reboot-mechanism=none" })
+	createOrder(t, "old-boot", "exec-n3", v1alpha1.HostReboot, "boot-0")
+	createOrder(t, "off", "exec-off", v1alpha1.HostReboot, "boot-1")
+	createOrder(t, "other-node", "exec-elsewhere", v1alpha1.HostReboot, "boot-1")
+	waitPhase(t, "old-boot", v1alpha1.RemediationRefused)
+	o := waitPhase(t, "off", v1alpha1.RemediationRefused)
+	if o.Status.Message != "Reboot is off on this node: --reboot-mechanism=none" {
+		t.Errorf("message %q", o.Status.Message)
+	}
+	// A failed reboot is reported failed.
+	bad := newFakeHost(t, "boot-1")
+	bad.fail = errors.New("systemd refused reboot.target")
+	startExecutor(t, t.Context(), "exec-bad", bad, nil)
+	createOrder(t, "bad", "exec-bad", v1alpha1.HostReboot, "boot-1")
+	waitPhase(t, "bad", v1alpha1.RemediationFailed)
+
+	if h.reboots.Load() != 0 {
+		t.Errorf("%d reboots, want none", h.reboots.Load())
+	}
+	other := &v1alpha1.NodeRemediation{}
+	if err := k8s.Get(t.Context(), client.ObjectKey{Name: "other-node"}, other); err != nil || other.Status.Phase != "" {
+		t.Errorf("another node's order: %v %+v", err, other.Status)
+	}
+}
+
+// An order the agent's cache holds but the API server no longer confirms
+// (deleted while the agent was cut off), or that cannot be confirmed at all
+// (the API is unreachable), is not acted on.
+func TestNoActionWithoutAFreshConfirmation(t *testing.T) {
+	h := newFakeHost(t, "boot-1")
+	outage, err := testenv.NewOutage(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outage.Close() })
+	e, err := New(Options{Config: outage.Config(env.Config), NodeName: "exec-n4", HostRoot: h.root, Rebooter: h, Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.informer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	stale := func(name string) {
+		o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now(), UID: "u-" + "name", ResourceVersion: "1"},
+			Spec: v1alpha1.NodeRemediationSpec{NodeName: "exec-n4", Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300}}
+		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err := e.informer.GetStore().Add(&unstructured.Unstructured{Object: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale("deleted-meanwhile")
+	if err := e.sync(t.Context(), "deleted-meanwhile"); err != nil {
+		t.Fatal(err)
+	}
+	createOrder(t, "unconfirmed", "exec-n4", v1alpha1.HostReboot, "boot-1")
+	stale("unconfirmed")
+	outage.Down()
+	if err := e.sync(t.Context(), "unconfirmed"); err == nil {
+		t.Error("sync with the API down succeeded")
+	}
+	if h.reboots.Load() != 0 {
+		t.Fatalf("%d reboots without a confirmation", h.reboots.Load())
+	}
+	// Back: the same order is confirmed and carried out.
+	outage.Up()
+	if err := e.sync(t.Context(), "unconfirmed"); err != nil {
+		t.Fatal(err)
+	}
+	if h.reboots.Load() != 1 {
+		t.Fatalf("%d reboots after the confirmation, want 1", h.reboots.Load())
+	}
+}

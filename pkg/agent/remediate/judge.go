@@ -1,0 +1,127 @@
+// Package remediate carries out, on the node, the NodeRemediations that
+// nodemend-controller orders for it: a reboot of the host or a reset of its
+// GPUs (docs/repair.md, The ladder). It is the only part of the agent that
+// changes the host, so every order is judged before anything is done:
+//
+//   - at most once: an order is accepted (status Accepted, with the boot ID)
+//     by a status write that the API server takes only if the order is
+//     unchanged since a fresh read; an order found Accepted is never carried
+//     out again, whatever happened since;
+//   - never late: the order's deadline is its server-side creation time plus
+//     spec.activeDeadlineSeconds, judged on the agent's clock with a stated
+//     skew bound; an agent whose clock is further off than that refuses;
+//   - never for another boot: spec.bootID must be the host's boot;
+//   - never without the API: the fresh read and the accepting write are the
+//     confirmation, so an order the agent saw before it lost the API is not
+//     acted on until the API server confirms it again;
+//   - never with the mechanism off: reboots need a mechanism the operator
+//     configured, resets the driver's tool.
+//
+// judge.go is the pure part.
+package remediate
+
+import (
+	"fmt"
+	"time"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+)
+
+// DefaultMaxClockSkew is the skew bound between the agent's clock and the
+// API server's that the deadline check allows for.
+const DefaultMaxClockSkew = 30 * time.Second
+
+// Verdict is what to do with an order.
+type Verdict string
+
+const (
+	// Ignore: nothing to do (finished, or not this node's).
+	Ignore Verdict = "Ignore"
+	// Act: accept the order and carry it out.
+	Act Verdict = "Act"
+	// Finish: write the final phase (Message says why), do nothing to the host.
+	Finish Verdict = "Finish"
+)
+
+// Judgement is a Verdict with the phase to write for Finish.
+type Judgement struct {
+	Verdict Verdict
+	Phase   v1alpha1.RemediationPhase
+	Message string
+}
+
+// Facts are what the agent knows when it judges an order.
+type Facts struct {
+	NodeName string
+	// BootID is the host's current boot ID.
+	BootID string
+	// Now is the agent's clock.
+	Now     time.Time
+	MaxSkew time.Duration
+	// Enabled says whether the agent may carry out the action at all, and
+	// Why not.
+	Enabled map[v1alpha1.HostAction]bool
+	WhyOff  map[v1alpha1.HostAction]string
+}
+
+// Judge decides what to do with o.
+func Judge(o *v1alpha1.NodeRemediation, f Facts) Judgement {
+	if o.Spec.NodeName != f.NodeName || o.DeletionTimestamp != nil {
+		return Judgement{Verdict: Ignore}
+	}
+	st := o.Status
+	switch {
+	case st.Phase.Finished():
+		return Judgement{Verdict: Ignore}
+	case st.Phase == v1alpha1.RemediationAccepted:
+		return judgeAccepted(o, f)
+	case st.Phase != v1alpha1.RemediationPending:
+		return finish(v1alpha1.RemediationFailed, "unknown phase %q", st.Phase)
+	}
+	if f.BootID == "" {
+		return finish(v1alpha1.RemediationRefused, "the host's boot ID cannot be read")
+	}
+	if o.Spec.BootID != f.BootID {
+		return finish(v1alpha1.RemediationRefused, "ordered for boot %s, but the host runs boot %s: it has rebooted since", o.Spec.BootID, f.BootID)
+	}
+	created := o.CreationTimestamp.Time
+	if f.Now.Before(created.Add(-f.MaxSkew)) {
+		return finish(v1alpha1.RemediationRefused, "the order was created at %s, %s after this node's clock (%s): the clocks differ by more than the skew bound %s",
+			created.UTC().Format(time.RFC3339), created.Sub(f.Now).Round(time.Second), f.Now.UTC().Format(time.RFC3339), f.MaxSkew)
+	}
+	if deadline := o.Deadline(); !f.Now.Add(f.MaxSkew).Before(deadline) {
+		return finish(v1alpha1.RemediationRefused, "past its deadline %s (node clock %s, skew bound %s)",
+			deadline.UTC().Format(time.RFC3339), f.Now.UTC().Format(time.RFC3339), f.MaxSkew)
+	}
+	if !f.Enabled[o.Spec.Action] {
+		why := f.WhyOff[o.Spec.Action]
+		if why == "" {
+			why = "not supported by this agent"
+		}
+		return finish(v1alpha1.RemediationRefused, "%s is off on this node: %s", o.Spec.Action, why)
+	}
+	return Judgement{Verdict: Act}
+}
+
+// judgeAccepted handles an order this node accepted earlier: a later boot
+// means the reboot happened; the same boot means the agent stopped between
+// accepting and finishing, and the order is not carried out a second time.
+func judgeAccepted(o *v1alpha1.NodeRemediation, f Facts) Judgement {
+	rebooted := o.Status.BootID != "" && f.BootID != "" && o.Status.BootID != f.BootID
+	switch o.Spec.Action {
+	case v1alpha1.HostReboot:
+		if rebooted {
+			return finish(v1alpha1.RemediationSucceeded, "rebooted: boot %s, now boot %s", o.Status.BootID, f.BootID)
+		}
+		return finish(v1alpha1.RemediationFailed, "the agent restarted after accepting the reboot, and the host did not reboot; not tried again")
+	default:
+		if rebooted {
+			return finish(v1alpha1.RemediationFailed, "the host rebooted during the reset (boot %s, now %s)", o.Status.BootID, f.BootID)
+		}
+		return finish(v1alpha1.RemediationFailed, "the agent restarted during the reset; not tried again")
+	}
+}
+
+func finish(p v1alpha1.RemediationPhase, format string, args ...any) Judgement {
+	return Judgement{Verdict: Finish, Phase: p, Message: fmt.Sprintf(format, args...)}
+}

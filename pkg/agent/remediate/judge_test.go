@@ -1,0 +1,76 @@
+package remediate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+)
+
+func order(action v1alpha1.HostAction, boot string, created time.Time, deadline time.Duration) *v1alpha1.NodeRemediation {
+	return &v1alpha1.NodeRemediation{
+		ObjectMeta: metav1.ObjectMeta{Name: "o", CreationTimestamp: metav1.NewTime(created)},
+		Spec:       v1alpha1.NodeRemediationSpec{NodeName: "n1", Action: action, BootID: boot, ActiveDeadlineSeconds: int64(deadline / time.Second)},
+	}
+}
+
+func TestJudge(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	facts := func(now time.Time) Facts {
+		return Facts{NodeName: "n1", BootID: "boot-a", Now: now, MaxSkew: 30 * time.Second,
+			Enabled: map[v1alpha1.HostAction]bool{v1alpha1.HostReboot: true, v1alpha1.HostResetAccelerator: true}}
+	}
+	accepted := func(o *v1alpha1.NodeRemediation, boot string) *v1alpha1.NodeRemediation {
+		o.Status.Phase, o.Status.BootID = v1alpha1.RemediationAccepted, boot
+		return o
+	}
+	cases := []struct {
+		name  string
+		o     *v1alpha1.NodeRemediation
+		f     Facts
+		want  Verdict
+		phase v1alpha1.RemediationPhase
+		msg   string
+	}{
+		{"fresh order", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), facts(t0.Add(time.Second)), Act, "", ""},
+		{"another node's", func() *v1alpha1.NodeRemediation {
+			o := order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute)
+			o.Spec.NodeName = "n2"
+			return o
+		}(), facts(t0), Ignore, "", ""},
+		{"past deadline", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), facts(t0.Add(5 * time.Minute)), Finish, v1alpha1.RemediationRefused, "past its deadline"},
+		// The skew bound works against acting late: an agent whose clock
+		// may be 30s behind stops 30s before the deadline.
+		{"within the skew bound of the deadline", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), facts(t0.Add(4*time.Minute + 31*time.Second)), Finish, v1alpha1.RemediationRefused, "past its deadline"},
+		{"just before the skew bound", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), facts(t0.Add(4*time.Minute + 29*time.Second)), Act, "", ""},
+		{"agent clock far behind the API server", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), facts(t0.Add(-time.Minute)), Finish, v1alpha1.RemediationRefused, "skew bound"},
+		{"agent clock slightly behind", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), facts(t0.Add(-10 * time.Second)), Act, "", ""},
+		{"another boot", order(v1alpha1.HostReboot, "boot-0", t0, 5*time.Minute), facts(t0), Finish, v1alpha1.RemediationRefused, "it has rebooted since"},
+		{"mechanism off", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), func() Facts {
+			f := facts(t0)
+			f.Enabled[v1alpha1.HostReboot] = false
+			f.WhyOff = map[v1alpha1.HostAction]string{v1alpha1.HostReboot: "--reboot-mechanism=none"}
+			return f
+		}(), Finish, v1alpha1.RemediationRefused, "Reboot is off on this node: --reboot-mechanism=none"},
+		{"no boot ID", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), func() Facts { f := facts(t0); f.BootID = ""; return f }(), Finish, v1alpha1.RemediationRefused, "boot ID cannot be read"},
+		{"accepted, then rebooted", accepted(order(v1alpha1.HostReboot, "boot-0", t0, 5*time.Minute), "boot-0"), facts(t0.Add(time.Hour)), Finish, v1alpha1.RemediationSucceeded, "rebooted: boot boot-0, now boot boot-a"},
+		{"accepted, same boot: never again", accepted(order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), "boot-a"), facts(t0.Add(time.Second)), Finish, v1alpha1.RemediationFailed, "not tried again"},
+		{"reset accepted, same boot: never again", accepted(order(v1alpha1.HostResetAccelerator, "boot-a", t0, 5*time.Minute), "boot-a"), facts(t0.Add(time.Second)), Finish, v1alpha1.RemediationFailed, "not tried again"},
+		{"finished", func() *v1alpha1.NodeRemediation {
+			o := order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute)
+			o.Status.Phase = v1alpha1.RemediationRefused
+			return o
+		}(), facts(t0), Ignore, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := Judge(tc.o, tc.f)
+			if j.Verdict != tc.want || j.Phase != tc.phase || !strings.Contains(j.Message, tc.msg) {
+				t.Errorf("Judge = %+v, want %s %q containing %q", j, tc.want, tc.phase, tc.msg)
+			}
+		})
+	}
+}

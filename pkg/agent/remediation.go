@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"nodemend.dev/nodemend/pkg/agent/remediate"
+)
+
+// RemediationOptions enable the NodeRemediations of this node: reboots and
+// accelerator resets ordered by the controller (docs/repair.md, The
+// ladder).
+type RemediationOptions struct {
+	// Config is the REST config for NodeRemediations; nil disables them.
+	Config *rest.Config
+	// Reboot is the operator's reboot mechanism (none by default).
+	Reboot remediate.RebootConfig
+	// ResetAccelerators lets the agent reset GPUs with nvidia-smi.
+	ResetAccelerators bool
+	// MaxClockSkew is the bound on the difference between this node's clock
+	// and the API server's (default remediate.DefaultMaxClockSkew).
+	MaxClockSkew time.Duration
+}
+
+// startRemediation starts the NodeRemediation executor, if enabled.
+func (a *Agent) startRemediation(ctx context.Context, wg *sync.WaitGroup) {
+	o := a.opts.Remediation
+	if o.Config == nil {
+		return
+	}
+	log := a.opts.Log.WithName("remediation")
+	opts := remediate.Options{
+		Config: o.Config, NodeName: a.opts.NodeName, HostRoot: a.opts.HostRoot,
+		MaxClockSkew: o.MaxClockSkew, Clock: a.opts.Clock, Log: log,
+		RebootOff: "no reboot mechanism is configured (--reboot-mechanism)",
+		ResetOff:  "accelerator resets are off (--accelerator-reset=false)",
+	}
+	rb, err := remediate.NewRebooter(a.opts.HostRoot, o.Reboot, a.opts.Commands)
+	switch {
+	case err != nil:
+		// Refused orders say why; the node keeps detecting.
+		log.Error(err, "reboots are off")
+		opts.RebootOff = err.Error()
+	case rb != nil:
+		opts.Rebooter = rb
+	}
+	if o.ResetAccelerators {
+		if _, err := a.opts.Commands.LookPath("nvidia-smi"); err != nil {
+			opts.ResetOff = "nvidia-smi is not installed"
+		} else {
+			opts.Resetter = remediate.NvidiaSMI{Commands: a.opts.Commands}
+			opts.ResetCandidates = a.exporter.ResetCandidates
+			opts.AfterReset = a.exporter.ClearAfterReset
+		}
+	}
+	e, err := remediate.New(opts)
+	if err != nil {
+		log.Error(err, "remediation disabled")
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := e.Run(ctx); err != nil {
+			log.Error(err, "remediation stopped")
+		}
+	}()
+}
