@@ -18,7 +18,7 @@ import (
 func TestOversizeConfigAtStartFails(t *testing.T) {
 	root := hostroot.New(t)
 	root.WriteFile("agent.yaml", "#"+strings.Repeat("x", config.MaxFileBytes)+"\n")
-	a, err := New(Options{Client: client, NodeName: "never", HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Log: testr.New(t)})
+	a, err := New(Options{Client: agentClient, NodeName: "never", HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
