@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -36,22 +37,33 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("core/v1 scheme: %w", err)
 	}
+	contentType := runtime.ContentTypeProtobuf
+	if cfg.ContentType != "" {
+		contentType = cfg.ContentType
+	}
+	rc, err := RESTClientFor(cfg, corev1.SchemeGroupVersion, "/api", scheme, contentType)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rc: rc, scheme: scheme, params: runtime.NewParameterCodec(scheme)}, nil
+}
+
+// RESTClientFor is a REST client of one group version (served under
+// apiPath: "/api" for core, "/apis" otherwise) that knows only the kinds of
+// scheme, speaking contentType (JSON is accepted too). cfg is not changed.
+func RESTClientFor(cfg *rest.Config, gv schema.GroupVersion, apiPath string, scheme *runtime.Scheme, contentType string) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &corev1.SchemeGroupVersion
-	c.APIPath = "/api"
-	if c.ContentType == "" {
-		c.ContentType = runtime.ContentTypeProtobuf
-		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	c.GroupVersion = &gv
+	c.APIPath = apiPath
+	c.ContentType = contentType
+	if contentType != runtime.ContentTypeJSON {
+		c.AcceptContentTypes = contentType + "," + runtime.ContentTypeJSON
 	}
 	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	rc, err := rest.RESTClientFor(c)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rc: rc, scheme: scheme, params: runtime.NewParameterCodec(scheme)}, nil
+	return rest.RESTClientFor(c)
 }
 
 // Scheme is the client's scheme (core/v1 only), for object references.

@@ -80,6 +80,9 @@ type Recorder struct {
 	series   *lru.Cache // seriesKey → *series
 	limiters *lru.Cache // limitKey → *rate.Limiter
 	similar  *lru.Cache // limitKey → *messages
+	// written numbers the Events created, so that two of one instant
+	// (a coarse or fake clock) get different names.
+	written uint64
 }
 
 type pending struct {
@@ -178,9 +181,12 @@ func (r *Recorder) write(ctx context.Context, p pending) {
 		// The Event expired (the API server's event TTL): start anew.
 		r.series.Remove(key)
 	}
+	r.written++
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("%v.%x", p.ref.Name, p.at.UnixNano()),
+			// The name is fixed before the first attempt: a retry of a
+			// create that got through finds it (AlreadyExists).
+			Name:      fmt.Sprintf("%v.%x.%x", p.ref.Name, p.at.UnixNano(), r.written),
 			Namespace: p.ref.Namespace,
 		},
 		InvolvedObject:      p.ref,
