@@ -51,7 +51,19 @@ func main() {
 	flag.DurationVar(&c.flood, "flood", time.Minute, "flood phase: kernel lines at -rate lines/s")
 	flag.IntVar(&c.rate, "rate", 1000, "kernel lines per second in the flood phase")
 	flag.IntVar(&c.faults, "faults", 30, "fatal kernel lines written one by one for the latency phase")
+	sizeOf := flag.String("breakdown", "", "only print the size by package of this unstripped Go binary")
 	flag.Parse()
+	if *sizeOf != "" {
+		sizes, err := breakdown(*sizeOf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-agent:", err)
+			os.Exit(1)
+		}
+		for _, s := range sizes {
+			fmt.Printf("%10d %s\n", s.bytes, s.group)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -102,7 +114,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("size breakdown: %w", err)
 	}
-	floor, floorLibs, err := buildFloor(ctx, out)
+	floor, floorLibs, floorSizes, err := buildFloor(ctx, out)
 	if err != nil {
 		return fmt.Errorf("library floor: %w", err)
 	}
@@ -154,7 +166,7 @@ func run(ctx context.Context, c config) error {
 		a.peak = memKiB(a.pid(), "VmHWM:")
 	}
 	path := filepath.Join(out, "results.md")
-	md := report(c, cur, old, sizes, floor, floorLibs)
+	md := report(c, cur, old, sizes, floor, floorLibs, floorSizes)
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
 		return err
 	}

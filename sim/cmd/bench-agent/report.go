@@ -20,11 +20,12 @@ const (
 	goalRSSMiB    = 26.0 // half the NMA's
 	goalBinaryMB  = 30.0
 	topPackages   = 25
+	topFloor      = 12
 	decimalMB     = 1e6
 	ratioFallback = "–"
 )
 
-func report(c config, cur, old *agent, sizes []pkgSize, floor int64, floorLibs int) string {
+func report(c config, cur, old *agent, sizes []pkgSize, floor int64, floorLibs int, floorSizes []pkgSize) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# nodemend-agent beside its base (make bench-agent)\n\n")
@@ -67,31 +68,39 @@ func report(c config, cur, old *agent, sizes []pkgSize, floor int64, floorLibs i
 	goal(cur.latP50 <= old.latP50*5/4+2*time.Millisecond, "latency p50 no worse than the base (within 25%% + 2 ms): %s vs %s", ms(cur.latP50), ms(old.latP50))
 	w("\n")
 
+	w("## This tree's binary by package\n\n")
+	w("From the unstripped build's symbol table: code and data symbols, plus each group's share of the pc-line table in proportion to\n")
+	w("its code (the stripped file adds headers, the symbol-free tables and alignment).\n\n")
+	sizeTable(&b, sizes, topPackages)
+	w("\n**Library floor:** a program that only imports the %d library packages nodemend's code in the agent imports (and does\n", floorLibs)
+	w("nothing) is %.1f MB stripped: what those libraries cost by their package-level state and init functions alone. The agent is\n", float64(floor)/decimalMB)
+	w("%.1f MB more: the code of the libraries it calls and its own. The floor by package:\n\n", float64(cur.strippedBytes-floor)/decimalMB)
+	sizeTable(&b, floorSizes, topFloor)
+	w("\n")
+	w("The file-backed part of the RSS is the binary's pages the process touched (page cache, shared and reclaimable); it follows\n")
+	w("the binary's size. The anonymous part is the agent's own memory (heap, stacks, runtime).\n")
+	return b.String()
+}
+
+// sizeTable writes the top groups of sizes and the rest as one row.
+func sizeTable(b *strings.Builder, sizes []pkgSize, top int) {
 	var total int64
 	for _, s := range sizes {
 		total += s.bytes
 	}
-	w("## This tree's binary by package\n\n")
-	w("From the unstripped build's symbol table: code and data symbols, plus each group's share of the pc-line table in proportion to\n")
-	w("its code (%.1f MB attributed; the stripped file adds headers, the symbol-free tables and alignment).\n\n", float64(total)/decimalMB)
-	w("| package group | MB | share |\n|---|---|---|\n")
+	fmt.Fprintf(b, "| package group | MB | share |\n|---|---|---|\n")
 	for i, s := range sizes {
-		if i == topPackages {
+		if i == top {
 			var rest int64
 			for _, r := range sizes[i:] {
 				rest += r.bytes
 			}
-			w("| %d other groups | %.2f | %.1f%% |\n", len(sizes)-i, float64(rest)/decimalMB, 100*float64(rest)/float64(total))
+			fmt.Fprintf(b, "| %d other groups | %.2f | %.1f%% |\n", len(sizes)-i, float64(rest)/decimalMB, 100*float64(rest)/float64(total))
 			break
 		}
-		w("| %s | %.2f | %.1f%% |\n", s.group, float64(s.bytes)/decimalMB, 100*float64(s.bytes)/float64(total))
+		fmt.Fprintf(b, "| %s | %.2f | %.1f%% |\n", s.group, float64(s.bytes)/decimalMB, 100*float64(s.bytes)/float64(total))
 	}
-	w("\n**Library floor:** a program that only imports the %d library packages nodemend's code in the agent imports (and does\n", floorLibs)
-	w("nothing) is %.1f MB stripped: what those libraries cost by their package-level state and init functions alone. The agent is\n", float64(floor)/decimalMB)
-	w("%.1f MB more: the code of the libraries it calls and its own.\n\n", float64(cur.strippedBytes-floor)/decimalMB)
-	w("The file-backed part of the RSS is the binary's pages the process touched (page cache, shared and reclaimable); it follows\n")
-	w("the binary's size. The anonymous part is the agent's own memory (heap, stacks, runtime).\n")
-	return b.String()
+	fmt.Fprintf(b, "| total attributed | %.2f | |\n", float64(total)/decimalMB)
 }
 
 func kib(v int64) float64 { return float64(v) / 1024 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -26,10 +27,21 @@ type pkgSize struct {
 // breakdown attributes an unstripped binary's bytes to package groups: the
 // sizes of its code and data symbols, plus each group's share of the
 // pc-line table (.gopclntab, not split by symbol) in proportion to its
-// code. Groups: the module for nodemend's own packages, three path
-// elements for a library (github.com/owner/repo, k8s.io/client-go/tools),
-// the first element for the standard library.
+// code. Groups: a library's module (from the binary's build info), the
+// first path element for the standard library, one group for the
+// linker's tables of functions and interfaces.
 func breakdown(path string) ([]pkgSize, error) {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	modules := []string{bi.Main.Path}
+	for _, d := range bi.Deps {
+		modules = append(modules, d.Path)
+	}
+	// Longest first: a package belongs to the longest module path that
+	// prefixes it (k8s.io/apimachinery before k8s.io).
+	sort.Slice(modules, func(i, j int) bool { return len(modules[i]) > len(modules[j]) })
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, err
@@ -50,7 +62,7 @@ func breakdown(path string) ([]pkgSize, error) {
 		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_ALLOC == 0 {
 			continue // .bss and .noptrbss take no room in the file
 		}
-		g := group(symbolPackage(s.Name))
+		g := group(modules, s.Name)
 		sizes[g] += int64(s.Size)
 		if sec.Name == ".text" {
 			text[g] += int64(s.Size)
@@ -75,11 +87,11 @@ func breakdown(path string) ([]pkgSize, error) {
 // "type:*github.com/x/y.T" → "github.com/x/y", generic instantiations cut
 // at their type arguments.
 func symbolPackage(name string) string {
-	for _, p := range []string{"type:", "go:itab.", "go:string.", "go:info."} {
+	for _, p := range []string{"type:", "go:itab.", "go:string.", "go:info.", ".eq."} {
 		name = strings.TrimPrefix(name, p)
 	}
 	name = strings.TrimLeft(name, "*")
-	if i := strings.IndexAny(name, "[ "); i >= 0 {
+	if i := strings.IndexAny(name, "[ ,"); i >= 0 {
 		name = name[:i]
 	}
 	slash := strings.LastIndexByte(name, '/')
@@ -89,31 +101,41 @@ func symbolPackage(name string) string {
 	return name
 }
 
-func group(pkg string) string {
-	if pkg == module || strings.HasPrefix(pkg, module+"/") {
-		return module + " (nodemend's own code)"
+func group(modules []string, symbol string) string {
+	if !strings.Contains(symbol, ".") {
+		return "C and assembly (cgo stubs: NVML)"
 	}
-	parts := strings.Split(pkg, "/")
-	if !strings.Contains(parts[0], ".") {
-		if parts[0] == "vendor" || parts[0] == "internal" && len(parts) > 1 {
-			return "std: " + strings.Join(parts[:min(2, len(parts))], "/")
+	pkg := symbolPackage(symbol)
+	if strings.HasPrefix(pkg, "go:") || strings.HasPrefix(pkg, "$") || pkg == "" {
+		return "linker tables (go:func.*, constants)"
+	}
+	for _, m := range modules {
+		if pkg == m || strings.HasPrefix(pkg, m+"/") {
+			if m == module {
+				return module + " (nodemend's own code)"
+			}
+			return m
 		}
-		return "std: " + parts[0]
 	}
-	return strings.Join(parts[:min(3, len(parts))], "/")
+	first, _, _ := strings.Cut(pkg, "/")
+	if strings.Contains(first, ".") {
+		return pkg // a package of no listed module
+	}
+	return "std: " + first
 }
 
 // buildFloor builds a program that only imports (blank) every library
 // package nodemend's packages in the agent import directly, built like
 // the agent: its size is what those libraries cost before the agent does
 // anything with them (their package-level data, init functions and what
-// those reach). It returns the stripped size and the library count.
-func buildFloor(ctx context.Context, out string) (int64, int, error) {
+// those reach). It returns the stripped size, the library count and the
+// floor's own size by package.
+func buildFloor(ctx context.Context, out string) (int64, int, []pkgSize, error) {
 	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-json=ImportPath,Imports,Standard", "./cmd/nodemend-agent")
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("go list: %w", err)
+		return 0, 0, nil, fmt.Errorf("go list: %w", err)
 	}
 	type pkg struct {
 		ImportPath string
@@ -127,7 +149,7 @@ func buildFloor(ctx context.Context, out string) (int64, int, error) {
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		pkgs = append(pkgs, p)
 	}
@@ -152,7 +174,7 @@ func buildFloor(ctx context.Context, out string) (int64, int, error) {
 	// module's versions of the libraries.
 	dir := filepath.Join("_output", "bench-agent-floor")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	var src strings.Builder
 	src.WriteString("// Code generated by bench-agent: the libraries nodemend-agent imports, and nothing else.\npackage main\n\nimport (\n")
@@ -161,15 +183,22 @@ func buildFloor(ctx context.Context, out string) (int64, int, error) {
 	}
 	src.WriteString(")\n\nfunc main() {}\n")
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src.String()), 0o644); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	bin := filepath.Join(out, "bin", "floor")
 	if err := goBuild(ctx, ".", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./"+filepath.ToSlash(dir)); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
+	}
+	if err := goBuild(ctx, ".", "build", "-trimpath", "-o", bin+".symbols", "./"+filepath.ToSlash(dir)); err != nil {
+		return 0, 0, nil, err
+	}
+	sizes, err := breakdown(bin + ".symbols")
+	if err != nil {
+		return 0, 0, nil, err
 	}
 	st, err := os.Stat(bin)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return st.Size(), len(libs), nil
+	return st.Size(), len(libs), sizes, nil
 }
