@@ -22,7 +22,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"nodemend.dev/nodemend/internal/kubeconfig"
-	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/controller"
 )
 
@@ -89,7 +89,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables")
 	fl.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "log and emit NodeRepairWouldStart events instead of repairing; write nothing else")
-	fl.StringVar(&f.backend, "backend", "", fmt.Sprintf("use this backend for every node (%v) instead of choosing by what owns the node", backend.Names()))
+	fl.StringVar(&f.backend, "backend", "", fmt.Sprintf("use this backend for every node (%v) instead of choosing by what owns the node", backends.Names()))
 	fl.StringVar(&f.poolLabel, "pool-label", "", "node label whose value defines pools for the safety gate, before Karpenter NodePools and Cluster API MachineDeployments")
 	fl.StringVar(&f.pauseConfigMap, "pause-configmap", "nodemend-pause", "name of the ConfigMap (in --namespace) whose existence pauses all repairs; its data.reason says why")
 	fl.DurationVar(&f.recheckInterval, "recheck-interval", 5*time.Minute, "how often a blocked repair is reconsidered")
@@ -103,10 +103,8 @@ is on by default. Every knob is documented in docs/repair.md.`,
 }
 
 func run(ctx context.Context, f flags) error {
-	switch f.backend {
-	case "", backend.Karpenter, backend.ClusterAPI, backend.Node:
-	default:
-		return fmt.Errorf("--backend %q: want one of %v, or empty", f.backend, backend.Names())
+	if err := backends.CheckOverride(f.backend); err != nil {
+		return fmt.Errorf("--backend: %w", err)
 	}
 	if f.namespace == "" {
 		return errors.New("--namespace is required")

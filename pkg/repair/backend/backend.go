@@ -3,6 +3,9 @@
 // Karpenter NodeClaim, a Cluster API Machine, or the Node itself) and deletes
 // it exactly once.
 //
+// Every backend is listed once, in pkg/repair/backend/backends.Table: a new
+// backend is its own package and one line there.
+//
 // The engines' Go types are never imported: objects are addressed by group,
 // kind and name through metadata-only requests, which work for any CRD
 // version the cluster serves.
@@ -18,11 +21,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
 // Backend names.
@@ -31,9 +31,6 @@ const (
 	ClusterAPI = "clusterapi"
 	Node       = "node"
 )
-
-// Names lists the backends.
-func Names() []string { return []string{Karpenter, ClusterAPI, Node} }
 
 // Target is the object whose deletion replaces a node. It is recorded on the
 // node before it is deleted, so that a new leader deletes the same object,
@@ -81,38 +78,63 @@ var ErrNoTarget = errors.New("no object to delete for this node")
 // Backend resolves the object to delete for a node.
 type Backend interface {
 	Name() string
+	// Owns reports whether node belongs to this backend's engine, judged
+	// from the node alone (owner references, labels, annotations).
+	Owns(node *corev1.Node) bool
+	// Engine reports whether deleting the target gets the node a new
+	// machine (an engine replaces it); false for the Node itself, whose
+	// machine keeps running.
+	Engine() bool
 	// Resolve finds the object whose deletion replaces node. An error means
 	// the node cannot be handed over (its owner is missing).
 	Resolve(ctx context.Context, node *corev1.Node) (Target, error)
 }
 
-// Choose picks the backend by what owns the node: a Karpenter NodeClaim
-// (owner reference or NodePool label), a Cluster API Machine (annotation),
-// otherwise the Node itself. A non-empty override wins.
-func Choose(node *corev1.Node, override string) string {
-	if override != "" {
-		return override
+// Registry is every backend, in the order ownership is tried; the last one
+// should own every node.
+type Registry []Backend
+
+// Names lists the backends' names in order.
+func (r Registry) Names() []string {
+	out := make([]string, len(r))
+	for i, b := range r {
+		out[i] = b.Name()
 	}
-	for _, o := range node.OwnerReferences {
-		if o.Kind == "NodeClaim" && groupOf(o.APIVersion) == pool.KarpenterGroup {
-			return Karpenter
-		}
-	}
-	if node.Labels[pool.KarpenterNodePoolLabel] != "" {
-		return Karpenter
-	}
-	if _, _, ok := pool.MachineOf(node); ok {
-		return ClusterAPI
-	}
-	return Node
+	return out
 }
 
-func groupOf(apiVersion string) string {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return ""
+// Get returns the backend called name.
+func (r Registry) Get(name string) (Backend, bool) {
+	for _, b := range r {
+		if b.Name() == name {
+			return b, true
+		}
 	}
-	return gv.Group
+	return nil, false
+}
+
+// CheckOverride accepts "" (choose per node) or a backend's name.
+func (r Registry) CheckOverride(name string) error {
+	if _, ok := r.Get(name); ok || name == "" {
+		return nil
+	}
+	return fmt.Errorf("unknown backend %q: want one of %v, or empty to choose per node", name, r.Names())
+}
+
+// Choose picks the first backend that owns node: a Karpenter NodeClaim
+// (owner reference or NodePool label), a Cluster API Machine (annotation),
+// otherwise the Node itself. A known override wins. Nil only when no
+// backend owns node and the override is unknown.
+func (r Registry) Choose(node *corev1.Node, override string) Backend {
+	if b, ok := r.Get(override); ok {
+		return b
+	}
+	for _, b := range r {
+		if b.Owns(node) {
+			return b
+		}
+	}
+	return nil
 }
 
 // Meta returns an addressable metadata-only object for t.

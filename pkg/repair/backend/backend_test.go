@@ -15,6 +15,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
 	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	nodebackend "nodemend.dev/nodemend/pkg/repair/backend/node"
@@ -63,7 +64,7 @@ func TestChoose(t *testing.T) {
 			for _, o := range tt.opts {
 				o(n)
 			}
-			if got := backend.Choose(n, tt.override); got != tt.want {
+			if got := backends.Table(backends.Deps{}).Choose(n, tt.override).Name(); got != tt.want {
 				t.Errorf("Choose = %s, want %s", got, tt.want)
 			}
 		})

@@ -34,9 +34,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend"
-	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
-	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
-	nodebackend "nodemend.dev/nodemend/pkg/repair/backend/node"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/metrics"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -74,7 +72,7 @@ type Options struct {
 	// engines' groupings.
 	PoolLabel string
 	// Backend, when set, is used for every node instead of the one chosen
-	// by owner (karpenter, clusterapi, node).
+	// by owner (a name in backends.Table).
 	Backend string
 	// RecheckInterval is how often a blocked repair is reconsidered.
 	// Default 5m.
@@ -116,12 +114,7 @@ func (o *Options) defaults() error {
 	if o.Namespace == "" || o.PauseConfigMap == "" {
 		return fmt.Errorf("namespace and pause ConfigMap name are required")
 	}
-	switch o.Backend {
-	case "", backend.Karpenter, backend.ClusterAPI, backend.Node:
-	default:
-		return fmt.Errorf("unknown backend %q (known: %v)", o.Backend, backend.Names())
-	}
-	return nil
+	return backends.CheckOverride(o.Backend)
 }
 
 // Reconciler repairs nodes.
@@ -132,7 +125,7 @@ type Reconciler struct {
 	mapper    meta.RESTMapper
 	drainer   workflow.Drainer
 	recorder  recorder.EventRecorder
-	backends  map[string]backend.Backend
+	backends  backend.Registry
 	pools     pool.Resolver
 	metrics   *metrics.Metrics
 	wake      *wake.Scheduler[string]
@@ -190,11 +183,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		inflight:  map[string]inflight{},
 		blocked:   map[string]blockedAt{},
 	}
-	r.backends = map[string]backend.Backend{
-		backend.Karpenter:  karpenter.Backend{Reader: mgr.GetAPIReader()},
-		backend.ClusterAPI: clusterapi.Backend{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()},
-		backend.Node:       nodebackend.Backend{},
-	}
+	r.backends = backends.Table(backends.Deps{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()})
 	if opts.Registerer != nil {
 		r.metrics = metrics.New(opts.Registerer, fleetView{r: r, ctx: ctx})
 	}

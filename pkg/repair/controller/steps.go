@@ -68,8 +68,9 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 		return reconcile.Result{}, nil
 	}
 
-	name := backend.Choose(node, r.opts.Backend)
-	target, err := r.backends[name].Resolve(ctx, node)
+	be := r.backends.Choose(node, r.opts.Backend)
+	name := be.Name()
+	target, err := be.Resolve(ctx, node)
 	if err != nil {
 		if !errors.Is(err, backend.ErrNoTarget) {
 			return reconcile.Result{}, err

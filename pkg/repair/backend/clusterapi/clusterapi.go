@@ -30,6 +30,15 @@ type Backend struct {
 // Name is backend.ClusterAPI.
 func (Backend) Name() string { return backend.ClusterAPI }
 
+// Engine is true: the owning MachineSet replaces a deleted Machine.
+func (Backend) Engine() bool { return true }
+
+// Owns: node carries Cluster API's Machine annotations.
+func (Backend) Owns(node *corev1.Node) bool {
+	_, _, ok := pool.MachineOf(node)
+	return ok
+}
+
 // Resolve returns the Machine named by the node's annotations, checking that
 // it exists, in the version the cluster prefers.
 func (b Backend) Resolve(ctx context.Context, n *corev1.Node) (backend.Target, error) {

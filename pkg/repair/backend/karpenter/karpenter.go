@@ -29,6 +29,20 @@ type Backend struct {
 // Name is backend.Karpenter.
 func (Backend) Name() string { return backend.Karpenter }
 
+// Engine is true: Karpenter replaces the machine of a deleted NodeClaim.
+func (Backend) Engine() bool { return true }
+
+// Owns: a NodeClaim owns node, or node carries a NodePool label (a node
+// Karpenter has not registered yet has no owner reference).
+func (Backend) Owns(node *corev1.Node) bool {
+	for _, o := range node.OwnerReferences {
+		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == pool.KarpenterGroup && o.Kind == "NodeClaim" {
+			return true
+		}
+	}
+	return node.Labels[pool.KarpenterNodePoolLabel] != ""
+}
+
 // Resolve returns the NodeClaim of n: the owner reference Karpenter sets on
 // registered nodes, or else the NodeClaim whose status names the node (by
 // name or provider ID).

@@ -17,6 +17,12 @@ type Backend struct{}
 // Name is backend.Node.
 func (Backend) Name() string { return backend.Node }
 
+// Engine is false: the machine of a deleted Node keeps running.
+func (Backend) Engine() bool { return false }
+
+// Owns every node: it is the fallback, listed last.
+func (Backend) Owns(*corev1.Node) bool { return true }
+
 // Resolve returns the node itself.
 func (Backend) Resolve(_ context.Context, n *corev1.Node) (backend.Target, error) {
 	return backend.Target{Backend: backend.Node, APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}, nil

@@ -1,0 +1,39 @@
+// Package backends lists every remediation backend in one table. Adding a
+// backend is its own package under pkg/repair/backend, one line in Table,
+// and the chart's backend enum (a test compares them).
+package backends
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
+	"nodemend.dev/nodemend/pkg/repair/backend/node"
+)
+
+// Deps are what the backends read the cluster with.
+type Deps struct {
+	// Reader reads from the API server, not a cache: targets are looked up
+	// once per repair and must be current.
+	Reader client.Reader
+	// Mapper finds the served version of an engine's kinds.
+	Mapper meta.RESTMapper
+}
+
+// Table is every backend in the order ownership is tried: the engines
+// first, the Node itself (which owns every node) last.
+func Table(d Deps) backend.Registry {
+	return backend.Registry{
+		karpenter.Backend{Reader: d.Reader},
+		clusterapi.Backend{Reader: d.Reader, Mapper: d.Mapper},
+		node.Backend{},
+	}
+}
+
+// Names lists the backends' names, for flags and validation.
+func Names() []string { return Table(Deps{}).Names() }
+
+// CheckOverride accepts "" (choose per node) or a backend's name.
+func CheckOverride(name string) error { return Table(Deps{}).CheckOverride(name) }
