@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e bench bench-fleet bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e bench bench-fleet build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -22,11 +22,6 @@ e2e: build kube-binaries sim-binaries deps
 ## bench-fleet: nodemend-controller on 5,000 kwok nodes, 20% unhealthy (results in _output/bench-fleet)
 bench-fleet: build kube-binaries sim-binaries deps
 	$(GO) run ./sim/cmd/bench-fleet
-
-## bench-agent: nodemend-agent beside the agent of BASE=<ref> (default: merge-base with the latest release tag, else
-## HEAD~1) on fake hosts: idle CPU, CPU per 1k kernel lines, RSS, binary size by package, fault latency (_output/bench-agent)
-bench-agent: kube-binaries deps
-	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) run ./sim/cmd/bench-agent $(if $(BASE),-base $(BASE)) $(BENCH_AGENT_FLAGS)
 
 ## bench: benchmarks with the figures quoted in issues and docs
 bench: kube-binaries deps

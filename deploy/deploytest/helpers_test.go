@@ -2,7 +2,10 @@ package deploytest
 
 import (
 	"encoding/json"
+	"strings"
+	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -15,3 +18,21 @@ func mustJSON(v any) []byte {
 }
 
 func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// verdicts returns checks of a write's outcome: refused fails t unless err
+// is Forbidden and says want; allowed fails t on any error.
+func verdicts(t *testing.T) (refused func(name string, err error, want string), allowed func(name string, err error)) {
+	refused = func(name string, err error, want string) {
+		t.Helper()
+		if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want refused with %q", name, err, want)
+		}
+	}
+	allowed = func(name string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+	return refused, allowed
+}

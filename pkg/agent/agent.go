@@ -14,11 +14,16 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/agent/config"
-	"nodemend.dev/nodemend/pkg/agent/events"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
@@ -35,8 +40,7 @@ import (
 
 // Options configure an agent.
 type Options struct {
-	// Client is the agent's core/v1 client (internal/coreclient).
-	Client   *coreclient.Client
+	Client   kubernetes.Interface
 	NodeName string
 	// HostRoot prefixes every host path ("/" in production).
 	HostRoot string
@@ -81,7 +85,7 @@ type Agent struct {
 	opts     Options
 	metrics  *metrics.Agent
 	exporter *exporter.Exporter
-	recorder *events.Recorder
+	recorder record.EventRecorder
 	sched    *scheduler.Scheduler
 	pods     podCache
 
@@ -145,12 +149,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	log := a.opts.Log
 
-	// One rate limit per reason and node: a storm of one reason is
-	// throttled without starving the others.
-	a.recorder = events.New(events.Options{
-		Sink: a.opts.Client, Source: corev1.EventSource{Component: "nodemend-agent", Host: a.opts.NodeName},
-		Clock: a.opts.Clock, Log: log.WithName("events"),
+	broadcaster := record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{
+		// One key per reason and node: a storm of one reason is throttled
+		// without starving the others.
+		SpamKeyFunc: func(e *corev1.Event) string { return e.InvolvedObject.Name + "/" + e.Reason },
 	})
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.opts.Client.CoreV1().Events("")})
+	a.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodemend-agent", Host: a.opts.NodeName})
 
 	var server *metrics.Server
 	if a.opts.MetricsAddr != "" {
@@ -177,7 +183,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		OnLag:  func(_ string, lag time.Duration) { a.metrics.SchedulerLag(lag) },
 		OnSkip: a.metrics.SchedulerSkip,
 	})
-	a.pods = newPodCache(ctx, a.opts.Client, a.opts.NodeName)
+	a.pods = startPodInformer(ctx, a.opts.Client, a.opts.NodeName)
 
 	// The first config must be valid.
 	if err := a.loadConfig(ctx); err != nil {
@@ -199,8 +205,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	log.Info("agent started", "hostRoot", a.opts.HostRoot) // the logger names the node
 
 	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); a.recorder.Run(ctx) }()
+	wg.Add(3)
 	go func() { defer wg.Done(); _ = a.exporter.Run(ctx) }()
 	go func() { defer wg.Done(); _ = a.sched.Run(ctx) }()
 	go func() { defer wg.Done(); a.watchApplicability(ctx) }()
@@ -399,6 +404,32 @@ func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
 		}
 		a.exporter.ReportCheck(chk.Reasons, ds)
 	}}
+}
+
+// podCache lists this node's pods from an informer.
+type podCache func() ([]*corev1.Pod, error)
+
+// startPodInformer caches this node's pods. It builds the one informer it
+// needs rather than an informer factory, which would link informers for every
+// API group into the agent.
+func startPodInformer(ctx context.Context, client kubernetes.Interface, node string) podCache {
+	lw := cache.NewFilteredListWatchFromClient(client.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		})
+	informer := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 10*time.Minute, cache.Indexers{})
+	go informer.Run(ctx.Done())
+	return func() ([]*corev1.Pod, error) {
+		if !informer.HasSynced() {
+			return nil, errors.New("pod cache not synced yet")
+		}
+		objs := informer.GetStore().List()
+		pods := make([]*corev1.Pod, 0, len(objs))
+		for _, o := range objs {
+			pods = append(pods, o.(*corev1.Pod))
+		}
+		return pods, nil
+	}
 }
 
 // reportOnce logs a recurring problem once, and again only after it cleared.

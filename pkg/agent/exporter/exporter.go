@@ -15,20 +15,21 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/internal/backoff"
-	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
 // Options configure an Exporter.
 type Options struct {
-	Client   *coreclient.Client
+	Client   kubernetes.Interface
 	NodeName string
 	Clock    clock.WithTicker
-	Recorder EventRecorder
+	Recorder record.EventRecorder
 	Metrics  *metrics.Agent
 	Log      logr.Logger
 	// Coalesce is how long a change waits for others before the write, so a
@@ -44,11 +45,6 @@ type Options struct {
 	// an earlier boot of the host: Start drops their log-derived faults
 	// (pkg/agent/boot.go decides).
 	EarlierBoot bool
-}
-
-// EventRecorder writes Events (pkg/agent/events).
-type EventRecorder interface {
-	Event(ref *corev1.ObjectReference, eventType, reason, message string)
 }
 
 // Exporter owns the node's nodemend conditions.
@@ -113,7 +109,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 	retry := backoff.New(RetryInitial, RetryMax)
 	for {
 		var err error
-		node, err = e.opts.Client.GetNode(ctx, e.opts.NodeName)
+		node, err = e.opts.Client.CoreV1().Nodes().Get(ctx, e.opts.NodeName, metav1.GetOptions{})
 		if err == nil {
 			break
 		}
@@ -321,7 +317,7 @@ func (e *Exporter) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.opts.Client.PatchNodeStatus(ctx, e.opts.NodeName, types.StrategicMergePatchType, patch, "nodemend-agent")
+	_, err = e.opts.Client.CoreV1().Nodes().Patch(ctx, e.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "nodemend-agent"}, "status")
 
 	e.mu.Lock()
 	defer e.mu.Unlock()

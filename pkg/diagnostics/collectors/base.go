@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
@@ -31,7 +32,7 @@ func base(e *Env) []collect.Collector {
 			if e.Client == nil {
 				return collect.Skip("no API client")
 			}
-			n, err := e.Client.GetNode(ctx, e.NodeName)
+			n, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}

@@ -32,3 +32,37 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "nodemend.agent.username" -}}
 system:serviceaccount:{{ .Release.Namespace }}:nodemend-agent
 {{- end -}}
+
+{{/* The controller's ServiceAccount, as the admission policies match it. */}}
+{{- define "nodemend.controller.username" -}}
+system:serviceaccount:{{ .Release.Namespace }}:nodemend-controller
+{{- end -}}
+
+{{/*
+nodemend.eventFields: ValidatingAdmissionPolicy variables that read an
+Event the same way through both APIs (core/v1 and events.k8s.io/v1 name the
+fields differently). Argument: (list OBJECT PREFIX), OBJECT being "object"
+or "oldObject" (read only on UPDATE, when it exists).
+*/}}
+{{- define "nodemend.eventFields" -}}
+{{- $o := index . 0 -}}{{- $p := index . 1 -}}
+{{- $guard := ternary "request.operation != 'UPDATE' ? '' : " "" (eq $o "oldObject") -}}
+- name: {{ $p }}Kind
+  expression: "{{ $guard }}variables.core ? {{ $o }}.?involvedObject.?kind.orValue('') : {{ $o }}.?regarding.?kind.orValue('')"
+- name: {{ $p }}Name
+  expression: "{{ $guard }}variables.core ? {{ $o }}.?involvedObject.?name.orValue('') : {{ $o }}.?regarding.?name.orValue('')"
+- name: {{ $p }}Namespace
+  expression: "{{ $guard }}variables.core ? {{ $o }}.?involvedObject.?namespace.orValue('') : {{ $o }}.?regarding.?namespace.orValue('')"
+- name: {{ $p }}Controller
+  expression: "{{ $guard }}variables.core ? {{ $o }}.?reportingComponent.orValue('') : {{ $o }}.?reportingController.orValue('')"
+- name: {{ $p }}Instance
+  expression: "{{ $guard }}{{ $o }}.?reportingInstance.orValue('')"
+- name: {{ $p }}SourceComponent
+  expression: "{{ $guard }}variables.core ? {{ $o }}.?source.?component.orValue('') : {{ $o }}.?deprecatedSource.?component.orValue('')"
+- name: {{ $p }}SourceHost
+  expression: "{{ $guard }}variables.core ? {{ $o }}.?source.?host.orValue('') : {{ $o }}.?deprecatedSource.?host.orValue('')"
+- name: {{ $p }}Related
+  expression: "{{ if eq $o "oldObject" }}request.operation == 'UPDATE' && {{ end }}has({{ $o }}.related)"
+- name: {{ $p }}RelatedKind
+  expression: "{{ $guard }}{{ $o }}.?related.?kind.orValue('')"
+{{- end -}}
