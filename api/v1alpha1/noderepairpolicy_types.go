@@ -224,6 +224,15 @@ type DrainPolicy struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="deadline must not be negative"
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
+
+	// MaxConcurrent bounds how many of this policy's nodes are drained at
+	// once. Every due node is tainted at once (the pool's maxUnhealthy
+	// bounds how many); past this bound the tainted nodes wait their turn
+	// in the order their repairs started. Unset: only the controller's
+	// --max-concurrent-drains bounds them.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxConcurrent *int32 `json:"maxConcurrent,omitempty"`
 }
 
 // RepairAction is what happens to a node once its toleration has passed.

@@ -48,6 +48,7 @@ type flags struct {
 	drainPollInterval  time.Duration
 	terminationTimeout time.Duration
 	concurrency        int
+	maxDrains          int
 	qps                float32
 	burst              int
 	debug              bool
@@ -96,6 +97,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.DurationVar(&f.drainPollInterval, "drain-poll-interval", 10*time.Second, "how often a drain pass runs while pods remain")
 	fl.DurationVar(&f.terminationTimeout, "termination-timeout", 30*time.Minute, "how long a node may outlive its hand-over to the backend before the repair is reported failed")
 	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", 8, "nodes reconciled in parallel")
+	fl.IntVar(&f.maxDrains, "max-concurrent-drains", controller.DefaultMaxConcurrentDrains, "repairs that drain at once over the whole fleet (every due node is tainted first; the others wait their turn); a policy's drain.maxConcurrent bounds its nodes as well; -1: unbounded")
 	fl.Float32Var(&f.qps, "kube-api-qps", 200, "client-side rate limit on requests to the API server (per client: the controller, the drain and the event recorder each have one)")
 	fl.IntVar(&f.burst, "kube-api-burst", 300, "client-side burst above --kube-api-qps")
 	fl.BoolVar(&f.debug, "debug", false, "log at debug level")
@@ -151,6 +153,7 @@ func run(ctx context.Context, f flags) error {
 		DrainPollInterval:       f.drainPollInterval,
 		TerminationTimeout:      f.terminationTimeout,
 		MaxConcurrentReconciles: f.concurrency,
+		MaxConcurrentDrains:     f.maxDrains,
 		Registerer:              ctrlmetrics.Registry,
 	}); err != nil {
 		return err

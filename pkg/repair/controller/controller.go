@@ -38,6 +38,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/metrics"
 	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/slots"
 	"nodemend.dev/nodemend/pkg/repair/wake"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
@@ -56,6 +57,16 @@ const (
 	StepHandedOver        Step = "HandedOver"
 	StepTargetDeleted     Step = "TargetDeleted"
 )
+
+// DefaultMaxConcurrentDrains is the default bound on drains at once. A
+// drain moves a node's pods onto the rest of the fleet: many at once ask
+// the scheduler and the remaining capacity for a burst the pool gate alone
+// does not bound (a fifth of a 500-node pool is 100 nodes of pods). Ten is
+// the disruption budget node autoscalers use by default for a pool of 100
+// (Karpenter's default budget is 10% of a NodePool), and keeps a storm's
+// repairs flowing: a drain takes a few API requests plus its pods' grace
+// periods, and a node that waits its turn is already tainted.
+const DefaultMaxConcurrentDrains = 10
 
 // Options configure the repair controller.
 type Options struct {
@@ -85,6 +96,12 @@ type Options struct {
 	TerminationTimeout time.Duration
 	// MaxConcurrentReconciles: default 8.
 	MaxConcurrentReconciles int
+	// MaxConcurrentDrains bounds the repairs that drain at once, over the
+	// whole fleet; a policy's drain.maxConcurrent bounds its own nodes as
+	// well. Every due node is tainted first (the decision; the gates bound
+	// how many), then the drains take turns. Default
+	// DefaultMaxConcurrentDrains; negative: unbounded.
+	MaxConcurrentDrains int
 	// Registerer receives the metrics (controller-runtime's registry in the
 	// binary). Nil: no metrics.
 	Registerer prometheus.Registerer
@@ -110,6 +127,12 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = 8
+	}
+	switch {
+	case o.MaxConcurrentDrains == 0:
+		o.MaxConcurrentDrains = DefaultMaxConcurrentDrains
+	case o.MaxConcurrentDrains < 0:
+		o.MaxConcurrentDrains = 0 // slots: no bound
 	}
 	if o.Namespace == "" || o.PauseConfigMap == "" {
 		return fmt.Errorf("namespace and pause ConfigMap name are required")
@@ -147,6 +170,8 @@ type Reconciler struct {
 	blocked map[string]blockedAt
 
 	conflicts conflictRetries
+	// drains are the drain turns (pkg/repair/slots).
+	drains *slots.Slots
 }
 
 type blockedAt struct {
@@ -182,6 +207,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		pools:     pool.Resolver{Label: opts.PoolLabel},
 		inflight:  map[string]inflight{},
 		blocked:   map[string]blockedAt{},
+		drains:    slots.New(opts.MaxConcurrentDrains),
 	}
 	r.backends = backends.Table(backends.Deps{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()})
 	if opts.Registerer != nil {

@@ -98,7 +98,11 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		return reconcile.Result{}, err
 	}
 	r.track(started, st)
-	return r.drain(ctx, started, st, pol, now)
+	// Decide first: the drain is a later reconcile, queued behind the
+	// decisions already due, so that a storm's nodes are all tainted
+	// before any worker spends its time on drains.
+	r.wakeAt(node.Name, now)
+	return reconcile.Result{}, nil
 }
 
 // group is where a node is counted: its pool and its zone ("" for none).
@@ -222,6 +226,9 @@ func (r *Reconciler) halted(ctx context.Context, node *corev1.Node, st workflow.
 	if d.Gate != gate.Veto && d.Gate != gate.Pause {
 		r.unblock(node.Name)
 		return false, nil
+	}
+	if d.Gate == gate.Veto {
+		r.releaseDrain(node.Name, now) // a vetoed repair may stay for long: its turn goes on
 	}
 	d.Message += fmt.Sprintf(" (repair in phase %s halted)", st.Phase)
 	r.block(ctx, node, d, group{})

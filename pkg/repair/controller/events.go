@@ -111,6 +111,10 @@ func (d *dedupe) forget(subject string, reasons ...string) {
 // (no event: the node is only counted).
 const keyActionNone = "action-none"
 
+// keyDrainWait dedups the log line of a tainted node waiting for its drain
+// turn (no event: a storm would write one per waiting node).
+const keyDrainWait = "drain-wait"
+
 // poolSubject is the dedupe subject of a pool object's events.
 func poolSubject(where string) string { return "pool/" + where }
 

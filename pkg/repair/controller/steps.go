@@ -41,6 +41,9 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 		}
 		node = updated
 	}
+	if !r.drainTurn(ctx, node.Name, pol, now) {
+		return reconcile.Result{}, nil
+	}
 	deadline := st.Started.Add(pol.Drain.Deadline)
 	pastDeadline := !now.Before(deadline)
 	res, err := r.drainer.Pass(ctx, node.Name, pol.Drain.Mode, pastDeadline, kubeletReady(node))
@@ -83,6 +86,7 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 	if err := r.patch(ctx, node, updated, true); err != nil {
 		return reconcile.Result{}, err
 	}
+	r.releaseDrain(node.Name, now)
 	r.metrics.Drained(now.Sub(st.Started))
 	if target.Kind != "Node" {
 		log = log.WithValues(target.Kind, klog.KRef(target.Namespace, target.Name))
@@ -147,6 +151,7 @@ func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.St
 		}
 		return
 	}
+	r.releaseDrain(node.Name, now)
 	r.metrics.Failed(string(st.Condition), workflow.ConditionReason(st.Reason))
 	log.Error(errors.New(msg), "repair failed")
 	r.emit(failedEvent(node, st, msg))
@@ -156,6 +161,7 @@ func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.St
 func (r *Reconciler) gone(ctx context.Context, name string) {
 	r.cancelWake(name)
 	r.unblock(name)
+	r.releaseDrain(name, r.opts.Clock.Now())
 	r.mu.Lock()
 	inf, ok := r.inflight[name]
 	delete(r.inflight, name)
@@ -168,4 +174,28 @@ func (r *Reconciler) gone(ctx context.Context, name string) {
 	r.metrics.Succeeded(inf.condition, workflow.ConditionReason(inf.trigger), took)
 	ctrl.LoggerFrom(ctx).Info("repair succeeded: node gone", "sinceUnhealthy", took.Round(time.Second).String())
 	r.emit(succeededEvent(name, inf, took))
+}
+
+// drainTurn reports whether the node may drain now (pkg/repair/slots); a
+// node that must wait is woken when its turn comes. The wait is logged
+// once per repair, not reported as an event: a storm would write one per
+// waiting node.
+func (r *Reconciler) drainTurn(ctx context.Context, node string, pol policy.Policy, now time.Time) bool {
+	ok, woken := r.drains.Acquire(node, pol.Name, pol.Drain.MaxConcurrent)
+	for _, n := range woken {
+		r.wakeAt(n, now)
+	}
+	if !ok && r.dedupe.first(node, keyDrainWait, pol.Name) {
+		ctrl.LoggerFrom(ctx).Info("tainted; waiting for a drain turn", "draining", r.drains.Draining(), "waiting", r.drains.Waiting(),
+			"maxConcurrentDrains", r.opts.MaxConcurrentDrains, "policy", pol.Name, "policyMaxConcurrent", pol.Drain.MaxConcurrent)
+	}
+	return ok
+}
+
+// releaseDrain ends node's drain turn (or its wait for one) and wakes the
+// nodes whose turn it is now.
+func (r *Reconciler) releaseDrain(node string, now time.Time) {
+	for _, n := range r.drains.Release(node) {
+		r.wakeAt(n, now)
+	}
 }

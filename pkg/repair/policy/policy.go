@@ -51,6 +51,9 @@ func (r Rule) Matches(c corev1.NodeCondition) bool {
 type Drain struct {
 	Mode     v1alpha1.DrainMode
 	Deadline time.Duration
+	// MaxConcurrent bounds the policy's drains running at once; 0: no
+	// bound of its own (the controller's applies).
+	MaxConcurrent int
 }
 
 // Policy is the effective repair policy of a node.
@@ -194,6 +197,12 @@ func FromAPI(o *v1alpha1.NodeRepairPolicy) (Policy, []string, error) {
 				return Policy{}, nil, fmt.Errorf("negative drain.deadline %s", d.Deadline.Duration)
 			}
 			p.Drain.Deadline = d.Deadline.Duration
+		}
+		if d.MaxConcurrent != nil {
+			if *d.MaxConcurrent < 1 {
+				return Policy{}, nil, fmt.Errorf("drain.maxConcurrent %d is less than 1", *d.MaxConcurrent)
+			}
+			p.Drain.MaxConcurrent = int(*d.MaxConcurrent)
 		}
 	}
 	switch o.Spec.Action {

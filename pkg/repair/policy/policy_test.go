@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 )
@@ -169,6 +170,16 @@ func TestFromAPI(t *testing.T) {
 				t.Errorf("drain %+v", p.Drain)
 			}
 		}},
+		{name: "drain concurrency", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.Drain = &v1alpha1.DrainPolicy{MaxConcurrent: ptr.To[int32](4)}
+		}, check: func(t *testing.T, p Policy) {
+			if p.Drain.MaxConcurrent != 4 || p.Drain.Deadline != DefaultDrainDeadline {
+				t.Errorf("drain %+v", p.Drain)
+			}
+		}},
+		{name: "zero drain concurrency", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.Drain = &v1alpha1.DrainPolicy{MaxConcurrent: ptr.To[int32](0)}
+		}, err: true},
 		{name: "bad drain mode", spec: func(s *v1alpha1.NodeRepairPolicySpec) { s.Drain = &v1alpha1.DrainPolicy{Mode: "Yolo"} }, err: true},
 		{name: "action none", spec: func(s *v1alpha1.NodeRepairPolicySpec) { s.Action = v1alpha1.ActionNone }, check: func(t *testing.T, p Policy) {
 			if p.Action != v1alpha1.ActionNone {
