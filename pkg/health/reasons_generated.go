@@ -80,7 +80,7 @@ const (
 	ReasonDNSResolverUnreachable = "DNSResolverUnreachable"
 	// ReasonNICTransmitTimeout: A network interface's transmit queue timed out (the kernel's netdev watchdog fired); the driver usually resets the device.
 	ReasonNICTransmitTimeout = "NICTransmitTimeout"
-	// ReasonNICDriverReset: A network driver reset its device (ENA keep-alive or TX completion timeouts, Intel tx_timeout recovery).
+	// ReasonNICDriverReset: A network driver reset its device (ENA keep-alive, admin queue or TX completion timeouts, Intel tx_timeout recovery and hang resets, mlx5 firmware health recovery).
 	ReasonNICDriverReset = "NICDriverReset"
 	// ReasonFilesystemReadOnly: A filesystem the node depends on (kubelet and container runtime directories by default) is mounted read-only, typically after the kernel remounted it on an error.
 	ReasonFilesystemReadOnly = "FilesystemReadOnly"
@@ -528,12 +528,12 @@ func reasons() []Reason {
 		{
 			Name: "NICTransmitTimeout", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
 			Description: "A network interface's transmit queue timed out (the kernel's netdev watchdog fired); the driver usually resets the device.",
-			Detects:     "kernel \"NETDEV WATCHDOG: IFACE (DRIVER): transmit queue N timed out\"",
+			Detects:     "kernel \"NETDEV WATCHDOG: IFACE (DRIVER): transmit queue N timed out\" (6.8+: \"DRIVER BUS IFACE: NETDEV WATCHDOG: CPU: N: transmit queue N timed out\"), and the drivers' own timeout and hang reports: ENA \"Transmit time out\", \"TX q N is paused for too long\", \"Found a Tx that wasn't completed on time\"; mlx5 and virtio_net \"TX timeout on queue: N\"; i40e/ice \"tx_timeout: VSI_...\"; ixgbe/igb/e1000e \"Detected Tx Unit Hang\"",
 		},
 		{
 			Name: "NICDriverReset", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
-			Description: "A network driver reset its device (ENA keep-alive or TX completion timeouts, Intel tx_timeout recovery).",
-			Detects:     "kernel \"ena ...: Device reset completed successfully\", \"Keep alive watchdog timeout\", \"tx_timeout recovery level N\"",
+			Description: "A network driver reset its device (ENA keep-alive, admin queue or TX completion timeouts, Intel tx_timeout recovery and hang resets, mlx5 firmware health recovery).",
+			Detects:     "kernel lines of the drivers' resets: ENA \"Trigger reset is on\", \"Device reset completed successfully\", \"Reset attempt failed\", \"Keep alive watchdog timeout\", \"ENA admin queue is not in running state\", lost TX completions above the threshold; i40e/ice \"tx_timeout recovery level N\" and \"tx_timeout recovery unsuccessful\"; ixgbe \"tx hang N detected on queue N, resetting adapter\", \"initiating reset due to tx timeout\", \"Reset adapter\"; mlx5 \"starting health recovery flow\", \"health recovery failed\"",
 		},
 		{
 			Name: "FilesystemReadOnly", Condition: "StorageReady", Severity: "Fatal", Source: "check",

@@ -72,6 +72,156 @@ var ruleCases = []ruleCase{
 		want: finding(health.ReasonNICDriverReset, "ens1f0", "ens1f0 (i40e): transmit timeout, driver recovery level 1 (queue, PF or core reset)"),
 	},
 	{
+		name: "netdev watchdog, 6.8+ on a device without a parent",
+		line: kmsg("bond0: NETDEV WATCHDOG: CPU: 1: transmit queue 0 timed out 5004 ms"),
+		want: finding(health.ReasonNICTransmitTimeout, "bond0", "bond0: transmit queue 0 timed out; the driver resets the device"),
+	},
+	{
+		name: "ENA watchdog handler, before 6.9",
+		line: kmsg("ena 0000:00:05.0 eth0: Transmit time out"),
+		want: finding(health.ReasonNICTransmitTimeout, "eth0", "eth0 (ENA): transmit queue timed out; the driver resets the device"),
+	},
+	{
+		name: "ENA watchdog handler, 6.9+",
+		line: kmsg("ena 0000:00:05.0 eth0: TX q 3 is paused for too long (threshold 5000000). Time since last napi 5004000 usec. napi scheduled: 1"),
+		want: finding(health.ReasonNICTransmitTimeout, "eth0", "eth0 (ENA): transmit queue 3 timed out; the driver resets the device"),
+	},
+	{
+		name: "ENA missing TX completion",
+		line: kmsg("ena 0000:00:05.0 eth0: Found a Tx that wasn't completed on time, qid 2, index 219. 5004 usecs have passed since last napi execution. Napi scheduled: 0"),
+		want: finding(health.ReasonNICTransmitTimeout, "eth0", "eth0 (ENA): transmit queue 2 has packets the device did not complete in time"),
+	},
+	{
+		name: "ENA missing TX completion, 6.9+",
+		line: kmsg("ena 0000:00:05.0 ens5: TX hasn't completed, qid 0, index 17. 5120 usecs from last napi execution, napi scheduled: 1"),
+		want: finding(health.ReasonNICTransmitTimeout, "ens5", "ens5 (ENA): transmit queue 0 has packets the device did not complete in time"),
+	},
+	{
+		name: "mlx5 TX timeout",
+		line: kmsg("mlx5_core 0000:3b:00.0 ens1f0np0: TX timeout on queue: 3, SQ: 0x10c, CQ: 0x4f, SQ Cons: 0x0 SQ Prod: 0x1, usecs since last trans: 16732000"),
+		want: finding(health.ReasonNICTransmitTimeout, "ens1f0np0", "ens1f0np0 (mlx5_core): transmit queue 3 timed out; the driver recovers the queue"),
+	},
+	{
+		name: "mlx5 TX timeout, 4.x",
+		line: kmsg("mlx5_core 0000:5e:00.1 enp94s0f1: TX timeout on queue: 7, SQ: 0x8d, CQ: 0x41e, SQ Cons: 0x2c1 SQ Prod: 0x2d0"),
+		want: finding(health.ReasonNICTransmitTimeout, "enp94s0f1", "enp94s0f1 (mlx5_core): transmit queue 7 timed out; the driver recovers the queue"),
+	},
+	{
+		name: "virtio_net TX timeout",
+		line: kmsg("virtio_net virtio0 eth0: TX timeout on queue: 0, sq: output.0, vq: 0x1, name: output.0, 5004000 usecs ago"),
+		want: finding(health.ReasonNICTransmitTimeout, "eth0", "eth0 (virtio_net): transmit queue 0 timed out; the driver recovers the queue"),
+	},
+	{
+		name: "i40e watchdog handler",
+		line: kmsg("i40e 0000:3b:00.0 ens1f0: tx_timeout: VSI_seid: 390, Q 5, NTC: 0x1a4, HWB: 0x1a4, NTU: 0x1b2, TAIL: 0x1b2, INT: 0x1"),
+		want: finding(health.ReasonNICTransmitTimeout, "ens1f0", "ens1f0 (i40e): transmit queue 5 timed out; the driver resets the device"),
+	},
+	{
+		name: "ice watchdog handler",
+		line: kmsg("ice 0000:17:00.0 ens2f0: tx_timeout: VSI_num: 6, Q 12, NTC: 0x0, HW_HEAD: 0x0, NTU: 0x3, INT: 0x0"),
+		want: finding(health.ReasonNICTransmitTimeout, "ens2f0", "ens2f0 (ice): transmit queue 12 timed out; the driver resets the device"),
+	},
+	{
+		name: "ixgbe hang detection, multi-line record",
+		line: kmsg("ixgbe 0000:01:00.0 eth0: Detected Tx Unit Hang \n  Tx Queue             <4>\n  TDH, TDT             <1e2>, <1f8>\n  next_to_use          <1f8>\n  next_to_clean        <1e2>\ntx_buffer_info[next_to_clean]\n  time_stamp           <1001a2b3c>\n  jiffies              <1001a2f8d>"),
+		want: finding(health.ReasonNICTransmitTimeout, "eth0", "eth0 (ixgbe): the driver detected a transmit unit hang and resets the adapter"),
+	},
+	{
+		name: "igb hang detection, no interface in the prefix",
+		line: kmsg("igb 0000:03:00.0: Detected Tx Unit Hang\n  Tx Queue             <0>\n  TDH                  <8c>"),
+		want: finding(health.ReasonNICTransmitTimeout, "0000:03:00.0", "igb device 0000:03:00.0: the driver detected a transmit unit hang and resets the adapter"),
+	},
+	{
+		name: "e1000e hang detection",
+		line: kmsg("e1000e 0000:00:19.0 enp0s25: Detected Hardware Unit Hang:\n  TDH                  <d4>"),
+		want: finding(health.ReasonNICTransmitTimeout, "enp0s25", "enp0s25 (e1000e): the driver detected a transmit unit hang and resets the adapter"),
+	},
+	{
+		name: "ENA reset requested",
+		line: kmsg("ena 0000:00:05.0 eth0: Trigger reset is on"),
+		want: finding(health.ReasonNICDriverReset, "eth0", "ENA device eth0 is being reset by its driver"),
+	},
+	{
+		name: "ENA reset completed, 4.14 without driver info",
+		line: kmsg("ena 0000:00:05.0: Device reset completed successfully"),
+		want: finding(health.ReasonNICDriverReset, "0000:00:05.0", "ENA device 0000:00:05.0 was reset by its driver"),
+	},
+	{
+		name: "ENA reset failed",
+		line: kmsg("ena 0000:00:05.0: Reset attempt failed. Can not reset the device"),
+		want: finding(health.ReasonNICDriverReset, "0000:00:05.0", "ENA device 0000:00:05.0: the driver's reset failed; the interface stays down"),
+	},
+	{
+		name: "ENA admin queue lost",
+		line: kmsg("ena 0000:00:05.0 eth0: ENA admin queue is not in running state!"),
+		want: finding(health.ReasonNICDriverReset, "eth0", "ENA device eth0 lost its admin queue; the driver resets it"),
+	},
+	{
+		name: "ENA lost TX completions",
+		line: kmsg("ena 0000:00:05.0 eth0: The number of lost tx completions is above the threshold (129 > 128). Reset the device"),
+		want: finding(health.ReasonNICDriverReset, "eth0", "ENA device eth0 lost 129 transmit completions; the driver resets it"),
+	},
+	{
+		name: "ENA lost TX completions, 6.9+",
+		line: kmsg("ena 0000:00:05.0 eth0: Lost TX completions are above the threshold (129 > 128). Completion transmission timeout: 5000."),
+		want: finding(health.ReasonNICDriverReset, "eth0", "ENA device eth0 lost 129 transmit completions; the driver resets it"),
+	},
+	{
+		name: "i40e tx_timeout recovery, before 5.6",
+		line: kmsg("i40e 0000:3b:00.1 ens1f1: tx_timeout recovery level 2, hung_queue 3"),
+		want: finding(health.ReasonNICDriverReset, "ens1f1", "ens1f1 (i40e): transmit timeout, driver recovery level 2 (queue, PF or core reset)"),
+	},
+	{
+		name: "i40e tx_timeout recovery exhausted",
+		line: kmsg("i40e 0000:3b:00.0 ens1f0: tx_timeout recovery unsuccessful, device is in non-recoverable state."),
+		want: finding(health.ReasonNICDriverReset, "ens1f0", "ens1f0 (i40e): every transmit-timeout recovery failed; the device is left down"),
+	},
+	{
+		name: "ice tx_timeout recovery",
+		line: kmsg("ice 0000:17:00.0 ens2f0: tx_timeout recovery level 1, txqueue 12"),
+		want: finding(health.ReasonNICDriverReset, "ens2f0", "ens2f0 (ice): transmit timeout, driver recovery level 1 (queue, PF or core reset)"),
+	},
+	{
+		name: "ixgbe hang reset",
+		line: kmsg("ixgbe 0000:01:00.0 eth0: tx hang 1 detected on queue 4, resetting adapter"),
+		want: finding(health.ReasonNICDriverReset, "eth0", "eth0 (ixgbe): transmit hang #1 on queue 4; the driver resets the adapter"),
+	},
+	{
+		name: "ixgbe watchdog reset",
+		line: kmsg("ixgbe 0000:01:00.1 eth1: initiating reset due to tx timeout"),
+		want: finding(health.ReasonNICDriverReset, "eth1", "eth1 (ixgbe): the driver resets the adapter after a transmit timeout"),
+	},
+	{
+		name: "ixgbe reset subtask",
+		line: kmsg("ixgbe 0000:01:00.1 eth1: Reset adapter"),
+		want: finding(health.ReasonNICDriverReset, "eth1", "eth1 (ixgbe): the driver resets the adapter"),
+	},
+	{
+		name: "mlx5 health recovery",
+		line: kmsg("mlx5_core 0000:3b:00.0: mlx5_health_try_recover:340:(pid 1234): starting health recovery flow"),
+		want: finding(health.ReasonNICDriverReset, "0000:3b:00.0", "mlx5 device 0000:3b:00.0: fatal device error, the driver reloads the device"),
+	},
+	{
+		name: "mlx5 health recovery, 4.x",
+		line: kmsg("mlx5_core 0000:5e:00.0: starting health recovery flow"),
+		want: finding(health.ReasonNICDriverReset, "0000:5e:00.0", "mlx5 device 0000:5e:00.0: fatal device error, the driver reloads the device"),
+	},
+	{
+		name: "mlx5 health recovery failed",
+		line: kmsg("mlx5_core 0000:3b:00.0: mlx5_health_try_recover:346:(pid 1234): health recovery failed"),
+		want: finding(health.ReasonNICDriverReset, "0000:3b:00.0", "mlx5 device 0000:3b:00.0: the driver could not recover the device; its interfaces stay down"),
+	},
+	// Negatives: lines of the same drivers that are not a timeout or reset.
+	{name: "ENA probe", line: kmsg("ena 0000:00:05.0: Elastic Network Adapter (ENA) found at mem febf4000, mac addr 02:1a:2b:3c:4d:5e")},
+	{name: "ENA LLQ notice", line: kmsg("ena 0000:00:05.0: ENA Large LLQ is disabled")},
+	{name: "mlx5 link up", line: kmsg("mlx5_core 0000:3b:00.0 ens1f0np0: Link up")},
+	{name: "mlx5 health poll", line: kmsg("mlx5_core 0000:3b:00.0: poll_health:802:(pid 0): device's health compromised - reached miss count")},
+	{name: "virtio_net device probe", line: kmsg("virtio_net virtio0 enp1s0: renamed from eth0")},
+	{name: "ixgbe link", line: kmsg("ixgbe 0000:01:00.0 eth0: NIC Link is Up 10 Gbps, Flow Control: RX/TX")},
+	{name: "ixgbe reset by a user", line: kmsg("ixgbe 0000:01:00.0 eth0: Reset adapter request from user space")},
+	{name: "i40e link", line: kmsg("i40e 0000:3b:00.0 ens1f0: NIC Link is Up, 25 Gbps Full Duplex, Requested FEC: None, Negotiated FEC: None, Autoneg: False, Flow Control: None")},
+	{name: "a log line quoting a timeout from a user process", line: kmsg("audit: type=1400 apparmor=\"DENIED\" comm=\"tx timeout on queue\"")},
+	{
 		name: "link flaps are InterfaceNotRunning's business, from netlink",
 		line: kmsg("ena 0000:00:05.0 eth0: Link is down"),
 	},
