@@ -28,6 +28,10 @@ const (
 	ReasonExcessiveZombieProcesses = "ExcessiveZombieProcesses"
 	// ReasonClockUnsynchronized: The kernel reports the system clock as unsynchronized (no time source disciplining it).
 	ReasonClockUnsynchronized = "ClockUnsynchronized"
+	// ReasonLargeEnvironment: A process has an unusually large environment, typically a container of a namespace with many Services and enableServiceLinks left on (each Service adds seven variables). Starting processes and resolving variables slows down, and the environment can exceed the kernel's argument size limit.
+	ReasonLargeEnvironment = "LargeEnvironment"
+	// ReasonRapidCron: A cron job runs more often than every threshold seconds (five minutes by default); a heavy job started that often competes with the node's workloads.
+	ReasonRapidCron = "RapidCron"
 	// ReasonPodStuckTerminating: A pod on this node is past its deletion deadline (deletion timestamp plus the threshold) while the container runtime still runs its containers.
 	ReasonPodStuckTerminating = "PodStuckTerminating"
 	// ReasonContainerRuntimeUnresponsive: The container runtime does not answer CRI calls (Version, Status, ListPodSandbox) within their timeout.
@@ -44,6 +48,8 @@ const (
 	ReasonLivenessProbeFailures = "LivenessProbeFailures"
 	// ReasonReadinessProbeFailures: Readiness probes on this node fail at a high rate (one Event per window, not one per failure).
 	ReasonReadinessProbeFailures = "ReadinessProbeFailures"
+	// ReasonDeprecatedContainerdConfiguration: containerd reports that a deprecated feature was used recently: an image pulled with the Docker manifest v2 schema 1, or configuration that a later containerd removes (registry mirrors in the CRI plugin configuration, v1 runtimes, ...). The node breaks when containerd is upgraded.
+	ReasonDeprecatedContainerdConfiguration = "DeprecatedContainerdConfiguration"
 	// ReasonInterfaceNotUp: A network interface that should be up is administratively down: the loopback interface, or an interface that was seen up before or still carries an address.
 	ReasonInterfaceNotUp = "InterfaceNotUp"
 	// ReasonInterfaceNotRunning: A network interface is up but not running: no carrier or its operational state is not up.
@@ -82,6 +88,30 @@ const (
 	ReasonNICTransmitTimeout = "NICTransmitTimeout"
 	// ReasonNICDriverReset: A network driver reset its device (ENA keep-alive, admin queue or TX completion timeouts, Intel tx_timeout recovery and hang resets, mlx5 firmware health recovery).
 	ReasonNICDriverReset = "NICDriverReset"
+	// ReasonMACAddressPolicyMisconfigured: On a node with the Amazon VPC CNI, the systemd .link file that udev applies to the CNI's pod interfaces sets MACAddressPolicy to persistent or random: udev may then rewrite the MAC address of a pod's veth after the CNI configured it, and the pod loses its network.
+	ReasonMACAddressPolicyMisconfigured = "MACAddressPolicyMisconfigured"
+	// ReasonMissingIPRoutes: A pod IP address that the Amazon VPC CNI assigned has no host route to its veth: traffic to the pod from the node and other pods is not delivered.
+	ReasonMissingIPRoutes = "MissingIPRoutes"
+	// ReasonMissingIPRules: A pod IP address that the Amazon VPC CNI assigned has no "to POD-IP lookup main" policy routing rule (priority 512): replies to the pod may take another ENI's table and be dropped.
+	ReasonMissingIPRules = "MissingIPRules"
+	// ReasonPortConflict: An iptables DNAT rule redirects a port of a node daemon (the kubelet's 10250), typically a pod with a hostPort on that port: the API server can no longer reach the kubelet (logs, exec, metrics).
+	ReasonPortConflict = "PortConflict"
+	// ReasonUnexpectedRejectRule: An iptables rule rejects or drops traffic outside the chains that Kubernetes, the CNIs and the container engines manage, typically a security agent's: expected traffic may be blocked. Chains known to be good are listed in the networking monitor's allowedIPTablesChains.
+	ReasonUnexpectedRejectRule = "UnexpectedRejectRule"
+	// ReasonIPAMDInconsistentState: The Amazon VPC CNI's IPAM checkpoint gives a running pod another address than the one the pod has: IPAMD may hand the pod's address to another pod.
+	ReasonIPAMDInconsistentState = "IPAMDInconsistentState"
+	// ReasonIPAMDNoIPs: The Amazon VPC CNI's IPAM daemon has no address left to give new pods, or the subnet has no free addresses for a new ENI: pods stay in ContainerCreating.
+	ReasonIPAMDNoIPs = "IPAMDNoIPs"
+	// ReasonIPAMDRepeatedlyRestart: The Amazon VPC CNI's IPAM daemon keeps restarting; pod networking on the node flaps with it.
+	ReasonIPAMDRepeatedlyRestart = "IPAMDRepeatedlyRestart"
+	// ReasonNPANotRunning: The Amazon VPC network policy agent is deployed on this node but has not been running for the threshold (15 minutes): network policies are not enforced or updated, and new pods may stay isolated.
+	ReasonNPANotRunning = "NPANotRunning"
+	// ReasonNPARepeatedlyRestart: The Amazon VPC network policy agent restarts in a loop; policy enforcement is disrupted while it does. Often caused by its configuration or the control plane, so not a node fault.
+	ReasonNPARepeatedlyRestart = "NPARepeatedlyRestart"
+	// ReasonNPABPFRecoveryError: The Amazon VPC network policy agent failed to recover its BPF programs or maps after a restart; it recreates them on its next reconcile, so enforcement may lag until then.
+	ReasonNPABPFRecoveryError = "NPABPFRecoveryError"
+	// ReasonEFAErrorMetric: An RDMA device's error counters climb faster than their allowance: an EFA interface, or an InfiniBand or RoCE port, is dropping, retransmitting or failing work requests and collective communication slows down.
+	ReasonEFAErrorMetric = "EFAErrorMetric"
 	// ReasonFilesystemReadOnly: A filesystem the node depends on (kubelet and container runtime directories by default) is mounted read-only, typically after the kernel remounted it on an error.
 	ReasonFilesystemReadOnly = "FilesystemReadOnly"
 	// ReasonFilesystemNotWritable: The agent cannot write and fsync a tiny file in its own probe directory, or the write hangs.
@@ -106,6 +136,10 @@ const (
 	ReasonKubeletDiskUsageSlow = "KubeletDiskUsageSlow"
 	// ReasonFilesystemNearFull: A filesystem the node depends on is nearly full (space or inodes), before the kubelet's own eviction thresholds act.
 	ReasonFilesystemNearFull = "FilesystemNearFull"
+	// ReasonEtcHostsMountFailed: A container could not start because the kubelet's generated /etc/hosts could not be mounted into it, typically because something (often user data) remounted /var/lib/kubelet/pods and the file turned into a directory.
+	ReasonEtcHostsMountFailed = "EtcHostsMountFailed"
+	// ReasonXFSSmallAverageClusterSize: An XFS filesystem's free space is fragmented into small extents: creating files can fail with ENOSPC although free space and inodes remain.
+	ReasonXFSSmallAverageClusterSize = "XFSSmallAverageClusterSize"
 	// ReasonNvidiaXID13Warning: XID 13, Graphics engine exception. An application fault in a GPU engine (illegal instruction, out-of-range address, ...). The NVIDIA catalog resolves it with RESTART_APP: the workload is at fault, not the node.
 	ReasonNvidiaXID13Warning = "NvidiaXID13Warning"
 	// ReasonNvidiaXID31Warning: XID 31, GPU memory page fault. An MMU fault: a kernel accessed an address it does not own. NVIDIA's catalog resolves it with RESTART_APP; it is almost always an application bug.
@@ -381,6 +415,18 @@ func reasons() []Reason {
 			Detects:     "adjtimex(2) status with STA_UNSYNC set, or maxerror above 16 s (the kernel's own \"unsynchronized\" bound)",
 		},
 		{
+			Name: "LargeEnvironment", Condition: "KernelReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 1000, Unit: "variables"},
+			Description: "A process has an unusually large environment, typically a container of a namespace with many Services and enableServiceLinks left on (each Service adds seven variables). Starting processes and resolving variables slows down, and the environment can exceed the kernel's argument size limit.",
+			Detects:     "the NUL-separated entries of /proc/PID/environ of every process, more than the threshold in one process",
+		},
+		{
+			Name: "RapidCron", Condition: "KernelReady", Severity: "Warning", Source: "log",
+			Threshold:   &Threshold{Default: 300, Unit: "seconds"},
+			Description: "A cron job runs more often than every threshold seconds (five minutes by default); a heavy job started that often competes with the node's workloads.",
+			Detects:     "cron's journal lines \"(USER) CMD (COMMAND)\" (cron.service, crond.service, cronie): the same user and command started again within the threshold",
+		},
+		{
 			Name: "PodStuckTerminating", Condition: "ContainerRuntimeReady", Severity: "Fatal", Source: "check",
 			Threshold:   &Threshold{Default: 300, Unit: "seconds"},
 			Description: "A pod on this node is past its deletion deadline (deletion timestamp plus the threshold) while the container runtime still runs its containers.",
@@ -424,6 +470,11 @@ func reasons() []Reason {
 			Threshold:   &Threshold{Default: 10, Unit: "failures per 5 minutes"},
 			Description: "Readiness probes on this node fail at a high rate (one Event per window, not one per failure).",
 			Detects:     "kubelet journal \"Probe failed\" with probeType=\"Readiness\"",
+		},
+		{
+			Name: "DeprecatedContainerdConfiguration", Condition: "ContainerRuntimeReady", Severity: "Warning", Source: "check",
+			Description: "containerd reports that a deprecated feature was used recently: an image pulled with the Docker manifest v2 schema 1, or configuration that a later containerd removes (registry mirrors in the CRI plugin configuration, v1 runtimes, ...). The node breaks when containerd is upgraded.",
+			Detects:     "the deprecation warnings of containerd's introspection API (what `ctr deprecations list` prints) whose last occurrence is within the past hour; nodes whose runtime is not containerd are not checked",
 		},
 		{
 			Name: "InterfaceNotUp", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
@@ -536,6 +587,70 @@ func reasons() []Reason {
 			Detects:     "kernel lines of the drivers' resets: ENA \"Trigger reset is on\", \"Device reset completed successfully\", \"Reset attempt failed\", \"Keep alive watchdog timeout\", \"ENA admin queue is not in running state\", lost TX completions above the threshold; i40e/ice \"tx_timeout recovery level N\" and \"tx_timeout recovery unsuccessful\"; ixgbe \"tx hang N detected on queue N, resetting adapter\", \"initiating reset due to tx timeout\", \"Reset adapter\"; mlx5 \"starting health recovery flow\", \"health recovery failed\"",
 		},
 		{
+			Name: "MACAddressPolicyMisconfigured", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "On a node with the Amazon VPC CNI, the systemd .link file that udev applies to the CNI's pod interfaces sets MACAddressPolicy to persistent or random: udev may then rewrite the MAC address of a pod's veth after the CNI configured it, and the pod loses its network.",
+			Detects:     "each interface's link file (ID_NET_LINK_FILE in the udev database under /run/udev/data), with its drop-ins, for interfaces whose address is not permanent; the last MACAddressPolicy= assignment must be none or empty",
+		},
+		{
+			Name: "MissingIPRoutes", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "A pod IP address that the Amazon VPC CNI assigned has no host route to its veth: traffic to the pod from the node and other pods is not delivered.",
+			Detects:     "the IPAM checkpoint (/var/run/aws-node/ipam.json) against the main routing table (netlink): every allocated address needs a /32 (IPv4) or /128 (IPv6) link-scope route, missing in two consecutive checks",
+		},
+		{
+			Name: "MissingIPRules", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "A pod IP address that the Amazon VPC CNI assigned has no \"to POD-IP lookup main\" policy routing rule (priority 512): replies to the pod may take another ENI's table and be dropped.",
+			Detects:     "the IPAM checkpoint (/var/run/aws-node/ipam.json) against the policy routing rules (netlink), missing in two consecutive checks",
+		},
+		{
+			Name: "PortConflict", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "An iptables DNAT rule redirects a port of a node daemon (the kubelet's 10250), typically a pod with a hostPort on that port: the API server can no longer reach the kubelet (logs, exec, metrics).",
+			Detects:     "iptables-save and ip6tables-save of the host: a rule jumping to DNAT for a TCP destination port of the node's daemons",
+		},
+		{
+			Name: "UnexpectedRejectRule", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "An iptables rule rejects or drops traffic outside the chains that Kubernetes, the CNIs and the container engines manage, typically a security agent's: expected traffic may be blocked. Chains known to be good are listed in the networking monitor's allowedIPTablesChains.",
+			Detects:     "iptables-save and ip6tables-save of the host: rules with -j REJECT, -j DROP or --reject-with in chains that are neither managed by a known component nor allowed by configuration",
+		},
+		{
+			Name: "IPAMDInconsistentState", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "The Amazon VPC CNI's IPAM checkpoint gives a running pod another address than the one the pod has: IPAMD may hand the pod's address to another pod.",
+			Detects:     "the IPAM checkpoint (/var/run/aws-node/ipam.json) against the pod IPs of this node's running pods (from the API server, as the container runtime reported them), in two consecutive checks",
+		},
+		{
+			Name: "IPAMDNoIPs", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Description: "The Amazon VPC CNI's IPAM daemon has no address left to give new pods, or the subnet has no free addresses for a new ENI: pods stay in ContainerCreating.",
+			Detects:     "ipamd.log (/var/log/aws-routed-eni) lines \"InsufficientFreeAddressesInSubnet\" and \"DataStore has no available IP/Prefix addresses\"",
+		},
+		{
+			Name: "IPAMDRepeatedlyRestart", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Threshold:   &Threshold{Default: 5, Unit: "restarts per hour"},
+			Description: "The Amazon VPC CNI's IPAM daemon keeps restarting; pod networking on the node flaps with it.",
+			Detects:     "ipamd.log (/var/log/aws-routed-eni) start lines \"Starting L-IPAMD\", at least the threshold within one hour",
+		},
+		{
+			Name: "NPANotRunning", Condition: "NetworkingReady", Severity: "Fatal", Source: "check",
+			Threshold:   &Threshold{Default: 900, Unit: "seconds"},
+			Description: "The Amazon VPC network policy agent is deployed on this node but has not been running for the threshold (15 minutes): network policies are not enforced or updated, and new pods may stay isolated.",
+			Detects:     "the aws-eks-nodeagent container of this node's aws-node pod (its state, from the API server), or the aws-network-policy-agent.service unit on nodes that run it under systemd (a process in that unit's cgroup); nodes with neither are not checked",
+		},
+		{
+			Name: "NPARepeatedlyRestart", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 5, Unit: "restarts per hour"},
+			Description: "The Amazon VPC network policy agent restarts in a loop; policy enforcement is disrupted while it does. Often caused by its configuration or the control plane, so not a node fault.",
+			Detects:     "the restart count of the aws-eks-nodeagent container, or systemd's \"Scheduled restart job\" lines of aws-network-policy-agent.service, at least the threshold within one hour",
+		},
+		{
+			Name: "NPABPFRecoveryError", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Threshold:   &Threshold{Default: 2, Unit: "lines per hour"},
+			Description: "The Amazon VPC network policy agent failed to recover its BPF programs or maps after a restart; it recreates them on its next reconcile, so enforcement may lag until then.",
+			Detects:     "network-policy-agent.log (/var/log/aws-routed-eni) lines \"Failed to recover the BPF state\", \"BPF State Recovery failed\", \"failed to recover global maps\" and \"got err for ... in-mem map\", at least the threshold within one hour",
+		},
+		{
+			Name: "EFAErrorMetric", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
+			Description: "An RDMA device's error counters climb faster than their allowance: an EFA interface, or an InfiniBand or RoCE port, is dropping, retransmitting or failing work requests and collective communication slows down.",
+			Detects:     "/sys/class/infiniband/DEVICE/ports/PORT/hw_counters and counters: the increase of each error counter between two checks, per minute, against its allowance (docs/agent.md); nodes without RDMA devices are not checked",
+		},
+		{
 			Name: "FilesystemReadOnly", Condition: "StorageReady", Severity: "Fatal", Source: "check",
 			Description: "A filesystem the node depends on (kubelet and container runtime directories by default) is mounted read-only, typically after the kernel remounted it on an error.",
 			Detects:     "/proc/1/mountinfo: the mount holding each configured path has \"ro\" in its mount or superblock options",
@@ -602,6 +717,17 @@ func reasons() []Reason {
 			Threshold:   &Threshold{Default: 80, Unit: "percent"},
 			Description: "A filesystem the node depends on is nearly full (space or inodes), before the kubelet's own eviction thresholds act.",
 			Detects:     "statfs(2) on the mount of each configured path: used blocks or inodes at or above the threshold",
+		},
+		{
+			Name: "EtcHostsMountFailed", Condition: "StorageReady", Severity: "Warning", Source: "log",
+			Description: "A container could not start because the kubelet's generated /etc/hosts could not be mounted into it, typically because something (often user data) remounted /var/lib/kubelet/pods and the file turned into a directory.",
+			Detects:     "kubelet and containerd journal lines with the OCI runtime's error 'error mounting \".../pods/UID/etc-hosts\" to rootfs at \"/etc/hosts\"'",
+		},
+		{
+			Name: "XFSSmallAverageClusterSize", Condition: "StorageReady", Severity: "Warning", Source: "check",
+			Threshold:   &Threshold{Default: 16, Unit: "blocks"},
+			Description: "An XFS filesystem's free space is fragmented into small extents: creating files can fail with ENOSPC although free space and inodes remain.",
+			Detects:     "xfs_db -r -c \"freesp -s\" on the device of each mounted XFS filesystem: the average free extent size below the threshold, in filesystem blocks; nodes without XFS are not checked",
 		},
 		{
 			Name: "NvidiaXID13Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",

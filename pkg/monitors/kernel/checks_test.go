@@ -79,12 +79,12 @@ func TestChecksDeclared(t *testing.T) {
 		t.Fatalf("checks cover %v, registry has %v", reasons, want)
 	}
 
-	m = New(monitor.Env{}, Options{LimitsPeriod: 5e9, ZombiePeriod: 7e9, ClockPeriod: 11e9})
+	m = New(monitor.Env{}, Options{LimitsPeriod: 5e9, ZombiePeriod: 7e9, ClockPeriod: 11e9, EnvironPeriod: 13e9})
 	var periods []string
 	for _, c := range m.Checks() {
 		periods = append(periods, c.Name+"="+c.Period.String())
 	}
-	if got := strings.Join(periods, ","); got != "kernel-pid-max=5s,kernel-open-files=5s,kernel-zombies=7s,kernel-clock=11s" {
+	if got := strings.Join(periods, ","); got != "kernel-pid-max=5s,kernel-open-files=5s,kernel-zombies=7s,kernel-environment=13s,kernel-clock=11s" {
 		t.Fatalf("periods %s", got)
 	}
 }

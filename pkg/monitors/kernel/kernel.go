@@ -21,6 +21,9 @@ const (
 	DefaultLimitsPeriod = 30 * time.Second
 	DefaultZombiePeriod = 60 * time.Second
 	DefaultClockPeriod  = 60 * time.Second
+	// DefaultEnvironPeriod is long: the environment scan reads every
+	// process's environment, and what it finds changes with deployments.
+	DefaultEnvironPeriod = 5 * time.Minute
 )
 
 // Options tune the monitor. Zero values take the defaults.
@@ -31,6 +34,8 @@ type Options struct {
 	ZombiePeriod time.Duration
 	// ClockPeriod is the period of the clock synchronization check.
 	ClockPeriod time.Duration
+	// EnvironPeriod is the period of the environment size scan.
+	EnvironPeriod time.Duration
 	// Timex reads the kernel's NTP state; nil means adjtimex(2). The clock is
 	// not under the host root: tests and simulations inject a reader.
 	Timex TimexReader
@@ -40,6 +45,8 @@ type Options struct {
 type Monitor struct {
 	env  monitor.Env
 	opts Options
+	// cron remembers when each cron job last started (RapidCron).
+	cron cronRuns
 }
 
 var _ monitor.Monitor = (*Monitor)(nil)
@@ -56,6 +63,9 @@ func New(env monitor.Env, opts Options) *Monitor {
 	if opts.ClockPeriod <= 0 {
 		opts.ClockPeriod = DefaultClockPeriod
 	}
+	if opts.EnvironPeriod <= 0 {
+		opts.EnvironPeriod = DefaultEnvironPeriod
+	}
 	if opts.Timex == nil {
 		opts.Timex = SystemTimex{}
 	}
@@ -69,8 +79,13 @@ func (m *Monitor) Name() string { return Name }
 func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
 // Interpret implements monitor.Monitor: every kernel rule maps one to one to
-// a finding. Journal matches name their unit in the message.
+// a finding, except cron's job starts, which are findings only when a job
+// starts again too soon (RapidCron). Journal matches name their unit in the
+// message.
 func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
+	if match.Reason == health.ReasonRapidCron {
+		return m.cron.started(match, m.env.Threshold(health.ReasonRapidCron))
+	}
 	msg := match.Message
 	if match.Line.Source != logline.Kmsg && match.Line.Unit != "" {
 		msg = match.Line.Unit + ": " + msg
@@ -121,6 +136,12 @@ func (m *Monitor) Checks() []monitor.Check {
 			Period:  m.opts.ZombiePeriod,
 			Reasons: []string{health.ReasonExcessiveZombieProcesses},
 			Run:     m.runZombies,
+		},
+		{
+			Name:    "kernel-environment",
+			Period:  m.opts.EnvironPeriod,
+			Reasons: []string{health.ReasonLargeEnvironment},
+			Run:     m.runEnviron,
 		},
 		{
 			Name:    "kernel-clock",

@@ -190,6 +190,21 @@ func Rules() []logline.Rule {
 			Message:  "OOM killer: killed process ${pid} (${comm}), anon-rss ${anon}kB",
 		},
 
+		// --- RapidCron (Interpret keeps the last start of each job) ----------
+		// Cron logs every job it starts through syslog, identifier CRON
+		// (Debian's cron, src do_command.c) or CROND (cronie, src/do_command.c):
+		//   "(root) CMD (   cd / && run-parts --report /etc/cron.hourly)"
+		//   "(ec2-user) CMD (/opt/bin/collect.sh >/dev/null 2>&1)"
+		// The journal unit is cron.service or crond.service, or the job's
+		// session scope where PAM opens one; the pattern is tight instead.
+		// cronie's CMDOUT and CMDEND lines are not starts.
+		{
+			Reason:   health.ReasonRapidCron,
+			Sources:  journalOnly,
+			Contains: []string{") CMD ("},
+			Pattern:  `^\((?P<user>[^()\s]+)\) CMD \((?P<cmd>.*)\)$`,
+		},
+
 		// --- ConntrackExceededKernel -----------------------------------------
 		// net/netfilter/nf_conntrack_core.c: "nf_conntrack: table full, dropping
 		// packet" with pr_fmt "nf_conntrack: " on newer kernels, so the prefix

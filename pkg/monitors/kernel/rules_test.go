@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
@@ -317,7 +318,93 @@ func TestEveryRuleHasAPositiveCase(t *testing.T) {
 			positives = append(positives, tc.line)
 		}
 	}
-	monitortest.EveryRuleMatches(t, Rules(), positives)
+	monitortest.EveryRuleMatches(t, Rules(), append(positives, cronStart("cron.service", "root", "/usr/local/bin/sync", t0)))
+}
+
+// cronStart is cron's journal line for a job start, as Debian's cron (CRON)
+// and cronie (CROND) log it.
+func cronStart(unit, user, command string, at time.Time) logline.Line {
+	return logline.Line{Source: logline.Journal, Unit: unit, Text: "(" + user + ") CMD (" + command + ")", Time: at}
+}
+
+func TestRapidCron(t *testing.T) {
+	type start struct {
+		unit, user, cmd string
+		after           time.Duration // since t0
+	}
+	for _, tc := range []struct {
+		name   string
+		starts []start
+		thr    float64
+		want   []string // the findings' messages
+	}{
+		{
+			name:   "hourly run-parts is not rapid",
+			starts: []start{{"cron.service", "root", "   cd / && run-parts --report /etc/cron.hourly", 0}, {"cron.service", "root", "   cd / && run-parts --report /etc/cron.hourly", time.Hour}},
+		},
+		{
+			name: "every five minutes is not faster than every five minutes, even a few ms early",
+			starts: []start{{"crond.service", "root", "/opt/bin/collect.sh", 0}, {"crond.service", "root", "/opt/bin/collect.sh", 5*time.Minute - 20*time.Millisecond},
+				{"crond.service", "root", "/opt/bin/collect.sh", 10 * time.Minute}},
+		},
+		{
+			name:   "every minute is",
+			starts: []start{{"crond.service", "ec2-user", "/opt/bin/scrape.sh >/dev/null 2>&1", 0}, {"crond.service", "ec2-user", "/opt/bin/scrape.sh >/dev/null 2>&1", time.Minute + 3*time.Millisecond}},
+			want:   []string{"cron job of ec2-user runs every 1m0s, more often than every 5m0s: /opt/bin/scrape.sh >/dev/null 2>&1"},
+		},
+		{
+			name: "jobs are told apart by user and command; a job in a session scope counts",
+			starts: []start{{"cron.service", "root", "/bin/a", 0}, {"cron.service", "root", "/bin/b", time.Minute},
+				{"cron.service", "alice", "/bin/a", 2 * time.Minute}, {"session-c42.scope", "root", "/bin/a", 4 * time.Minute}},
+			want: []string{"cron job of root runs every 4m0s, more often than every 5m0s: /bin/a"},
+		},
+		{
+			name:   "a replayed line is not a second run",
+			starts: []start{{"cron.service", "root", "/bin/a", 0}, {"cron.service", "root", "/bin/a", 0}, {"cron.service", "root", "/bin/a", -time.Minute}},
+		},
+		{
+			name:   "configured threshold",
+			starts: []start{{"cron.service", "root", "/bin/a", 0}, {"cron.service", "root", "/bin/a", 10 * time.Minute}},
+			thr:    900,
+			want:   []string{"cron job of root runs every 10m0s, more often than every 15m0s: /bin/a"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			thr := map[string]float64{}
+			if tc.thr != 0 {
+				thr[health.ReasonRapidCron] = tc.thr
+			}
+			m := newHostMonitor(hostroot.New(t), thr, fixedTimex{})
+			mt, err := rules.Compile(m.Rules())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, st := range tc.starts {
+				for _, f := range interpretAll(m, mt, cronStart(st.unit, st.user, st.cmd, t0.Add(st.after))) {
+					if f.Reason != health.ReasonRapidCron || f.Subject != st.user+": "+st.cmd || !f.Observed.Equal(t0.Add(st.after)) {
+						t.Errorf("finding %+v", f)
+					}
+					got = append(got, f.Message)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("findings\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+	// Not job starts: cronie's output and end lines, other daemons' lines.
+	m := newTestMonitor(t)
+	mt, _ := rules.Compile(m.Rules())
+	for _, text := range []string{"(root) CMDOUT (backup done)", "(root) CMDEND (/opt/bin/backup.sh)", "(CRON) INFO (pidfile fd = 3)",
+		"pam_unix(crond:session): session opened for user root(uid=0) by (uid=0)", "exec (root) CMD (/bin/a) failed"} {
+		line := logline.Line{Source: logline.Journal, Unit: "crond.service", Text: text, Time: t0}
+		for range 2 {
+			if got := interpretAll(m, mt, line); len(got) != 0 {
+				t.Errorf("%q: %v", text, got)
+			}
+		}
+	}
 }
 
 func TestRuleReasonsAreKernelReady(t *testing.T) {
