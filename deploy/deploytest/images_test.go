@@ -113,8 +113,10 @@ var toolPackages = map[string]string{
 }
 
 // hostOnlyTools are run by the agent when the host provides them: they
-// must match the host's driver, so the image does not carry them.
-var hostOnlyTools = []string{"nvidia-smi", "amd-smi", "neuron-ls"}
+// must match the host's driver or filesystems (xfs_db runs in the host root,
+// so that it knows the features of the host's XFS), so the image does not
+// carry them.
+var hostOnlyTools = []string{"nvidia-smi", "amd-smi", "neuron-ls", "xfs_db"}
 
 // agentTools finds the commands the agent runs, from its source: the tool
 // argument of the diagnostics collectors' commandCollector and runTool
@@ -124,7 +126,7 @@ func agentTools(t *testing.T) []string {
 	t.Helper()
 	tools := map[string]bool{config.Default().Sources.Journal.Command: true}
 	fset := token.NewFileSet()
-	for _, dir := range []string{"pkg/diagnostics/collectors", "pkg/diagnostics/pcap", "pkg/diagnostics"} {
+	for _, dir := range []string{"pkg/diagnostics/collectors", "pkg/diagnostics/pcap", "pkg/diagnostics", "pkg/monitors/storage", "pkg/monitors/networking"} {
 		pkgs := Must[map[string]*ast.Package](t)(parser.ParseDir(fset, filepath.Join(RepoRoot(), dir), func(fi os.FileInfo) bool {
 			return !strings.HasSuffix(fi.Name(), "_test.go")
 		}, 0))

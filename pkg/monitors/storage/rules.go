@@ -118,6 +118,24 @@ func Rules() []logline.Rule {
 			Message:  "XFS on ${dev}: internal error ${what}",
 		},
 
+		// --- EtcHostsMountFailed ----------------------------------------------
+		// The OCI runtime fails to bind-mount the kubelet's generated hosts
+		// file into a container. runc (libcontainer/rootfs_linux.go) since
+		// 1.1: `error mounting %q to rootfs at %q: %w`; 1.0: `mounting %q to
+		// rootfs at %q caused: %w`; earlier `mounting %q to rootfs %q at %q
+		// caused %q`. The kubelet and containerd log it inside their own
+		// quoted error strings, so the quotes carry one or more backslashes:
+		//   kubelet:    ... error mounting \"/var/lib/kubelet/pods/3f1c.../etc-hosts\" to rootfs at \"/etc/hosts\": mount ...: not a directory: unknown
+		//   containerd: ... error mounting \\\"/var/lib/kubelet/pods/3f1c.../etc-hosts\\\" to rootfs at \\\"/etc/hosts\\\": ...
+		{
+			Reason:   health.ReasonEtcHostsMountFailed,
+			Sources:  []logline.Source{logline.Journal},
+			Units:    []string{kubeletUnit, "containerd.service", "crio.service"},
+			Contains: []string{" to rootfs ", "etc-hosts"},
+			Pattern:  `mounting \\*"(?P<src>[^"\\]*/pods/(?P<uid>[0-9a-f-]+)/etc-hosts)\\*" to rootfs (?:\\*"[^"\\]*\\*" )?at \\*"[^"\\]*/etc/hosts\\*"`,
+			Message:  "a container of pod ${uid} could not start: the kubelet's ${src} could not be mounted at /etc/hosts (typically /var/lib/kubelet/pods was remounted, by user data for instance, and the file is now a directory)",
+		},
+
 		// --- KubeletDiskUsageSlow --------------------------------------------
 		// pkg/volume/util/fs/fs.go (kubelet), logged at info level when the
 		// du/find of a pod volume is slow:
@@ -143,8 +161,11 @@ func (m *Monitor) Rules() []logline.Rule { return Rules() }
 func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	dev := match.Groups["dev"]
 	f := monitor.Finding{Reason: match.Reason, Message: match.Message, Observed: match.Line.Time, Subject: dev}
-	if match.Reason == health.ReasonKubeletDiskUsageSlow {
+	switch match.Reason {
+	case health.ReasonKubeletDiskUsageSlow:
 		f.Subject = kubeletUnit
+	case health.ReasonEtcHostsMountFailed:
+		f.Subject = match.Groups["uid"]
 	}
 	if match.Reason == health.ReasonFilesystemShutdown {
 		m.mu.Lock()

@@ -127,6 +127,35 @@ var ruleCases = []ruleCase{
 	{name: "a routine ext4 mount", line: kmsg("EXT4-fs (nvme1n1): mounted filesystem 4f1c2d3e-... r/w with ordered data mode. Quota mode: none.")},
 	{name: "a routine XFS mount", line: kmsg("XFS (nvme0n1p1): Ending clean mount")},
 
+	// --- EtcHostsMountFailed ---
+	{
+		name: "kubelet: runc 1.1+ error inside a klog err string",
+		line: journal("kubelet.service", `E0314 09:26:53.123456    2140 pod_workers.go:1301] "Error syncing pod, skipping" err="failed to \"StartContainer\" for \"app\" with RunContainerError: \"failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error mounting \\\"/var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/etc-hosts\\\" to rootfs at \\\"/etc/hosts\\\": mount /var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/etc-hosts:/etc/hosts (via /proc/self/fd/6), flags: 0x5001: not a directory: unknown\"" pod="default/web-0" podUID="3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31"`),
+		want: finding(health.ReasonEtcHostsMountFailed, "3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31", "a container of pod 3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31 could not start: the kubelet's /var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/etc-hosts could not be mounted at /etc/hosts (typically /var/lib/kubelet/pods was remounted, by user data for instance, and the file is now a directory)"),
+	},
+	{
+		name: "containerd: its own quoting",
+		line: journal("containerd.service", `time="2026-03-14T09:26:53.120000000Z" level=error msg="StartContainer for \"9b8c7d6e5f4a\" failed" error="failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error mounting \"/var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/etc-hosts\" to rootfs at \"/etc/hosts\": mount /var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/etc-hosts:/etc/hosts (via /proc/self/fd/6), flags: 0x5001: not a directory: unknown"`),
+		want: finding(health.ReasonEtcHostsMountFailed, "3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31", "a container of pod 3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31 could not start: the kubelet's /var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/etc-hosts could not be mounted at /etc/hosts (typically /var/lib/kubelet/pods was remounted, by user data for instance, and the file is now a directory)"),
+	},
+	{
+		name: "runc before 1.0: rootfs and target spelled out",
+		line: journal("kubelet.service", `E0314 09:26:53.123456    2140 remote_runtime.go:251] StartContainer "4f3e2d1c0b9a" from runtime service failed: rpc error: code = Unknown desc = failed to create containerd task: OCI runtime create failed: container_linux.go:349: starting container process caused "process_linux.go:449: container init caused \"rootfs_linux.go:58: mounting \\\"/var/lib/kubelet/pods/5e0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b/etc-hosts\\\" to rootfs \\\"/run/containerd/io.containerd.runtime.v2.task/k8s.io/4f3e2d1c0b9a/rootfs\\\" at \\\"/run/containerd/io.containerd.runtime.v2.task/k8s.io/4f3e2d1c0b9a/rootfs/etc/hosts\\\" caused \\\"not a directory\\\"\"": unknown`),
+		want: finding(health.ReasonEtcHostsMountFailed, "5e0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "a container of pod 5e0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b could not start: the kubelet's /var/lib/kubelet/pods/5e0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b/etc-hosts could not be mounted at /etc/hosts (typically /var/lib/kubelet/pods was remounted, by user data for instance, and the file is now a directory)"),
+	},
+	{
+		name: "another bind mount of the pod failing is not this fault",
+		line: journal("kubelet.service", `E0314 09:26:53.123456    2140 pod_workers.go:1301] "Error syncing pod, skipping" err="... error mounting \"/var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/volumes/kubernetes.io~configmap/cfg\" to rootfs at \"/etc/app\": ... no such file or directory: unknown"`),
+	},
+	{
+		name: "the kubelet writing etc-hosts is routine",
+		line: journal("kubelet.service", `I0314 09:26:53.123456    2140 kubelet_pods.go:301] "Creating hosts mount for container" pod="default/web-0" containerName="app" podIPs=["10.0.1.23"] path=true`),
+	},
+	{
+		name: "a workload's journal line is not the runtime's",
+		line: journal("myapp.service", `error mounting "/var/lib/kubelet/pods/3f1c2b9a-8d4e-4c1a-9f0e-2b7d6c5a4e31/etc-hosts" to rootfs at "/etc/hosts": not a directory`),
+	},
+
 	// --- KubeletDiskUsageSlow ---
 	{
 		name: "slow du of a pod volume",

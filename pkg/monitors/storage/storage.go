@@ -32,6 +32,9 @@ const (
 	DefaultProbeTimeout = 10 * time.Second
 	// DefaultProbeDir is the agent's own directory for the write probe.
 	DefaultProbeDir = "/var/lib/nodemend/probe"
+	// DefaultXFSPeriod is long: free space fragmentation builds up over
+	// days, and each check reads every XFS filesystem's free space btrees.
+	DefaultXFSPeriod = 10 * time.Minute
 )
 
 // DefaultFilesystems are the host paths whose filesystems the node depends
@@ -57,6 +60,10 @@ type Options struct {
 	// LogPages reads NVMe log pages; nil means the NVMe admin ioctl. Tests
 	// inject byte fixtures.
 	LogPages LogPageReader
+	// XFSPeriod is the period of the XFS free space check.
+	XFSPeriod time.Duration
+	// FreeSpace reads XFS free space summaries; nil means xfs_db (XFSDB).
+	FreeSpace FreeSpaceReader
 }
 
 // Monitor implements monitor.Monitor for StorageReady.
@@ -64,7 +71,7 @@ type Monitor struct {
 	env  monitor.Env
 	opts Options
 
-	probeGuard, psiGuard, mountsGuard, spaceGuard bounded.Guard
+	probeGuard, psiGuard, mountsGuard, spaceGuard, xfsGuard bounded.Guard
 	// writeProbe replaces the real probe in tests (a blocking fake).
 	writeProbe func(dir string) error
 
@@ -73,6 +80,7 @@ type Monitor struct {
 	// hung NFS mount or NVMe controller blocks only its own probe.
 	statfsGuards map[string]*bounded.Guard
 	ebsGuards    map[string]*bounded.Guard
+	xfsGuards    map[string]*bounded.Guard
 	fs           fsState
 	// devices maps the kernel names of the block devices behind the
 	// configured paths to those paths, for the XFS shutdown rule.
@@ -101,11 +109,18 @@ func New(env monitor.Env, opts Options) *Monitor {
 	if opts.LogPages == nil {
 		opts.LogPages = NVMeAdmin{}
 	}
+	if opts.XFSPeriod <= 0 {
+		opts.XFSPeriod = DefaultXFSPeriod
+	}
+	if opts.FreeSpace == nil {
+		opts.FreeSpace = XFSDB{HostRoot: env.HostRoot}
+	}
 	return &Monitor{
 		env:          env,
 		opts:         opts,
 		statfsGuards: map[string]*bounded.Guard{},
 		ebsGuards:    map[string]*bounded.Guard{},
+		xfsGuards:    map[string]*bounded.Guard{},
 		ebs:          map[string]ebsStats{},
 	}
 }
@@ -140,6 +155,12 @@ func (m *Monitor) Checks() []monitor.Check {
 			Period:  p,
 			Reasons: []string{health.ReasonIODelays},
 			Run:     m.runIOPressure,
+		},
+		{
+			Name:    "storage-xfs-free-space",
+			Period:  m.opts.XFSPeriod,
+			Reasons: []string{health.ReasonXFSSmallAverageClusterSize},
+			Run:     m.runXFS,
 		},
 		{
 			Name:    "storage-ebs",
