@@ -77,6 +77,10 @@ type Options struct {
 	// Stats opens ethtool statistics readers; nil means the ETHTOOL_GSTATS
 	// ioctl. Tests inject fixtures.
 	Stats StatsSource
+	// Pods lists this node's pods (the API server's cache), for the checks
+	// that compare the VPC CNI's and the network policy agent's state with
+	// the pods'. Nil leaves those comparisons out.
+	Pods PodLister
 }
 
 // Monitor implements monitor.Monitor for NetworkingReady.
@@ -93,7 +97,7 @@ type Monitor struct {
 
 	// One guard per check: a gatherer stuck in the kernel blocks only its
 	// own check, and is not started again while stuck.
-	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard bounded.Guard
+	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard bounded.Guard
 
 	mu       sync.Mutex
 	ifaces   ifaceState
@@ -101,6 +105,7 @@ type Monitor struct {
 	cni      cniState
 	proxy    proxyState
 	dns      strikes
+	vpc      vpcEval
 }
 
 var _ monitor.Monitor = (*Monitor)(nil)
@@ -170,6 +175,13 @@ func (m *Monitor) Checks() []monitor.Check {
 			Reasons: []string{health.ReasonIPAMDNotRunning, health.ReasonIPAMDNotReady,
 				health.ReasonCNIAgentNotRunning, health.ReasonCNIAgentNotReady},
 			Run: m.runCNI,
+		},
+		{
+			Name:   "net-vpc-cni-state",
+			Period: p,
+			Reasons: []string{health.ReasonMissingIPRoutes, health.ReasonMissingIPRules,
+				health.ReasonIPAMDInconsistentState},
+			Run: m.runVPCCNI,
 		},
 		{
 			Name:    "net-kube-proxy",
