@@ -54,7 +54,7 @@ type ipamAllocation struct {
 	IfName      string `json:"ifName"`
 	IPv4        string `json:"ipv4,omitempty"`
 	IPv6        string `json:"ipv6,omitempty"`
-	Metadata            struct {
+	Metadata    struct {
 		Namespace string `json:"k8sPodNamespace,omitempty"`
 		Name      string `json:"k8sPodName,omitempty"`
 	} `json:"metadata"`
