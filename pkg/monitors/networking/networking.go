@@ -34,6 +34,7 @@ const Name = "networking"
 // Defaults of Options.
 const (
 	DefaultPeriod       = 30 * time.Second
+	DefaultSlowPeriod   = 5 * time.Minute
 	DefaultProbeTimeout = 5 * time.Second
 	// DefaultKubeProxyHealthz is kube-proxy's --healthz-bind-address default.
 	DefaultKubeProxyHealthz = "127.0.0.1:10256"
@@ -52,8 +53,12 @@ const (
 
 // Options configure the monitor. Zero values take the defaults.
 type Options struct {
-	// Period is the period of every check.
+	// Period is the period of every check but the slow ones.
 	Period time.Duration
+	// SlowPeriod is the period of the checks that read a lot (the whole
+	// iptables ruleset, every interface's udev record) for faults that come
+	// with configuration changes, not by the second.
+	SlowPeriod time.Duration
 	// ProbeTimeout bounds the input gathering of one check: the netlink dumps,
 	// ethtool ioctls and /proc reads, and each network probe.
 	ProbeTimeout time.Duration
@@ -97,7 +102,7 @@ type Monitor struct {
 
 	// One guard per check: a gatherer stuck in the kernel blocks only its
 	// own check, and is not started again while stuck.
-	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard bounded.Guard
+	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard, macGuard bounded.Guard
 
 	mu       sync.Mutex
 	ifaces   ifaceState
@@ -116,6 +121,9 @@ func New(env monitor.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
 	if opts.Period <= 0 {
 		opts.Period = DefaultPeriod
+	}
+	if opts.SlowPeriod <= 0 {
+		opts.SlowPeriod = max(DefaultSlowPeriod, opts.Period)
 	}
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = DefaultProbeTimeout
@@ -182,6 +190,12 @@ func (m *Monitor) Checks() []monitor.Check {
 			Reasons: []string{health.ReasonMissingIPRoutes, health.ReasonMissingIPRules,
 				health.ReasonIPAMDInconsistentState},
 			Run: m.runVPCCNI,
+		},
+		{
+			Name:    "net-mac-address-policy",
+			Period:  m.opts.SlowPeriod,
+			Reasons: []string{health.ReasonMACAddressPolicyMisconfigured},
+			Run:     m.runMACPolicy,
 		},
 		{
 			Name:    "net-kube-proxy",
