@@ -109,6 +109,7 @@ func TestDockerfiles(t *testing.T) {
 // provides it.
 var toolPackages = map[string]string{
 	"journalctl": "systemd", "tcpdump": "tcpdump", "iptables-save": "iptables", "ip6tables-save": "iptables",
+	"iptables-nft-save": "iptables", "ip6tables-nft-save": "iptables", "iptables-legacy-save": "iptables", "ip6tables-legacy-save": "iptables",
 	"nft": "nftables", "conntrack": "conntrack", "ss": "iproute2", "df": "coreutils",
 }
 

@@ -1,10 +1,12 @@
 package childproc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -65,17 +67,79 @@ func Output(ctx context.Context, t Tool) ([]byte, error) {
 }
 
 // limitedBuffer keeps at most limit bytes (0: no limit) and remembers that
-// more came.
+// more came. It has no ReadFrom (the buffer is a field, not embedded), so
+// that io.Copy goes through Write and the limit.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf   bytes.Buffer
 	limit int
 	over  bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.limit > 0 && b.Len()+len(p) > b.limit {
+	if b.limit > 0 && b.buf.Len()+len(p) > b.limit {
 		b.over = true
 		return 0, ErrOutputTooLarge
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
+}
+
+func (b *limitedBuffer) Bytes() []byte { return b.buf.Bytes() }
+
+// maxLine bounds one line of a tool's output.
+const maxLine = 1 << 20
+
+// Lines runs t and calls fn with each line of its standard output, as it
+// comes: a large output (a ruleset of a hundred thousand rules) is never
+// held whole. Limit caps the total read. A non-zero exit is an error
+// carrying the end of the tool's standard error.
+func Lines(ctx context.Context, t Tool, fn func(line []byte)) error {
+	name := filepath.Base(t.Path)
+	cmd := exec.CommandContext(ctx, t.Path, t.Args...)
+	cmd.Env = toolEnv
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	stderr := &Tail{Keep: 1024}
+	cmd.Stderr = stderr
+	cmd.WaitDelay = 2 * time.Second
+	DieWithParent(cmd)
+	if t.Root != "" && t.Root != "/" {
+		chroot(cmd, t.Root)
+		cmd.Dir = "/"
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	var r io.Reader = stdout
+	if t.Limit > 0 {
+		r = io.LimitReader(stdout, int64(t.Limit)+1)
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	read := 0
+	for sc.Scan() {
+		read += len(sc.Bytes()) + 1
+		fn(sc.Bytes())
+	}
+	scanErr := sc.Err()
+	over := t.Limit > 0 && read > t.Limit
+	if scanErr != nil || over {
+		_ = cmd.Process.Kill()
+	}
+	waitErr := cmd.Wait()
+	switch {
+	case over:
+		return fmt.Errorf("%s: %w (%d bytes)", name, ErrOutputTooLarge, t.Limit)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", name, ctx.Err())
+	case scanErr != nil:
+		return fmt.Errorf("%s: reading its output: %w", name, scanErr)
+	case waitErr != nil:
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return fmt.Errorf("%s: %w: %s", name, waitErr, msg)
+		}
+		return fmt.Errorf("%s: %w", name, waitErr)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -159,4 +160,28 @@ func (n *NS) WaitRunning(name string, running bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Exec runs a command inside the namespace (a thread switched into it
+// forks the command, which inherits the namespace) and fails the test if it
+// fails. For tools the test needs there, such as iptables.
+func (n *NS) Exec(name string, args ...string) string {
+	n.t.Helper()
+	var out []byte
+	err := onOwnThread(func() error {
+		target, err := netns.GetFromPath(n.Path)
+		if err != nil {
+			return err
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			return err
+		}
+		out, err = exec.Command(name, args...).CombinedOutput()
+		return err
+	})
+	if err != nil {
+		n.t.Fatalf("%s %v in the test namespace: %v: %s", name, args, err, out)
+	}
+	return string(out)
 }

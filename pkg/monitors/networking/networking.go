@@ -82,6 +82,11 @@ type Options struct {
 	// Stats opens ethtool statistics readers; nil means the ETHTOOL_GSTATS
 	// ioctl. Tests inject fixtures.
 	Stats StatsSource
+	// Ruleset dumps iptables rulesets; nil means iptables-save (IPTablesSave).
+	Ruleset RulesetReader
+	// AllowedIPTablesChains are "table/chain" names (e.g.
+	// "filter/MY-FIREWALL") whose REJECT and DROP rules are known to be good.
+	AllowedIPTablesChains []string
 	// Pods lists this node's pods (the API server's cache), for the checks
 	// that compare the VPC CNI's and the network policy agent's state with
 	// the pods'. Nil leaves those comparisons out.
@@ -102,7 +107,7 @@ type Monitor struct {
 
 	// One guard per check: a gatherer stuck in the kernel blocks only its
 	// own check, and is not started again while stuck.
-	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard, macGuard bounded.Guard
+	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard, macGuard, iptGuard bounded.Guard
 
 	mu       sync.Mutex
 	ifaces   ifaceState
@@ -139,6 +144,9 @@ func New(env monitor.Env, opts Options) *Monitor {
 	}
 	if opts.Stats == nil {
 		opts.Stats = EthtoolStats{}
+	}
+	if opts.Ruleset == nil {
+		opts.Ruleset = IPTablesSave{HostRoot: env.HostRoot}
 	}
 	m := &Monitor{env: env, opts: opts, counters: map[counterKey]uint64{}, felixAddr: felixReadinessAddr}
 	if opts.NetNS != "" {
@@ -198,6 +206,12 @@ func (m *Monitor) Checks() []monitor.Check {
 			Run:     m.runMACPolicy,
 		},
 		{
+			Name:    "net-iptables",
+			Period:  m.opts.SlowPeriod,
+			Reasons: []string{health.ReasonPortConflict, health.ReasonUnexpectedRejectRule},
+			Run:     m.runIPTables,
+		},
+		{
 			Name:    "net-kube-proxy",
 			Period:  p,
 			Reasons: []string{health.ReasonKubeProxyNotReady},
@@ -219,7 +233,13 @@ func (m *Monitor) hostPath(rel string) string { return filepath.Join(m.env.HostR
 // timeout and guarded: a gatherer stuck in the kernel is reported as an
 // error, and not started again until it returns.
 func gather[T any](ctx context.Context, m *Monitor, g *bounded.Guard, what string, fn func() (T, error)) (T, error) {
-	return bounded.Run(ctx, g, what, m.opts.ProbeTimeout, func() (T, error) {
+	return gatherFor(ctx, m, g, what, m.opts.ProbeTimeout, fn)
+}
+
+// gatherFor is gather with its own timeout, for gatherers that run a tool
+// over a large input.
+func gatherFor[T any](ctx context.Context, m *Monitor, g *bounded.Guard, what string, timeout time.Duration, fn func() (T, error)) (T, error) {
+	return bounded.Run(ctx, g, what, timeout, func() (T, error) {
 		var v T
 		err := m.ns.run(func() error {
 			var err error
