@@ -617,12 +617,12 @@ func reasons() []Reason {
 			Detects:     "the IPAM checkpoint (/var/run/aws-node/ipam.json) against the pod IPs of this node's running pods (from the API server, as the container runtime reported them), in two consecutive checks",
 		},
 		{
-			Name: "IPAMDNoIPs", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Name: "IPAMDNoIPs", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
 			Description: "The Amazon VPC CNI's IPAM daemon has no address left to give new pods, or the subnet has no free addresses for a new ENI: pods stay in ContainerCreating.",
 			Detects:     "ipamd.log (/var/log/aws-routed-eni) lines \"InsufficientFreeAddressesInSubnet\" and \"DataStore has no available IP/Prefix addresses\"",
 		},
 		{
-			Name: "IPAMDRepeatedlyRestart", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Name: "IPAMDRepeatedlyRestart", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
 			Threshold:   &Threshold{Default: 5, Unit: "restarts per hour"},
 			Description: "The Amazon VPC CNI's IPAM daemon keeps restarting; pod networking on the node flaps with it.",
 			Detects:     "ipamd.log (/var/log/aws-routed-eni) start lines \"Starting L-IPAMD\", at least the threshold within one hour",
@@ -640,7 +640,7 @@ func reasons() []Reason {
 			Detects:     "the restart count of the aws-eks-nodeagent container, or systemd's \"Scheduled restart job\" lines of aws-network-policy-agent.service, at least the threshold within one hour",
 		},
 		{
-			Name: "NPABPFRecoveryError", Condition: "NetworkingReady", Severity: "Warning", Source: "log",
+			Name: "NPABPFRecoveryError", Condition: "NetworkingReady", Severity: "Warning", Source: "check",
 			Threshold:   &Threshold{Default: 2, Unit: "lines per hour"},
 			Description: "The Amazon VPC network policy agent failed to recover its BPF programs or maps after a restart; it recreates them on its next reconcile, so enforcement may lag until then.",
 			Detects:     "network-policy-agent.log (/var/log/aws-routed-eni) lines \"Failed to recover the BPF state\", \"BPF State Recovery failed\", \"failed to recover global maps\" and \"got err for ... in-mem map\", at least the threshold within one hour",

@@ -81,6 +81,11 @@ type cniObservation struct {
 	NotReady      bool
 	NotReadySince time.Time
 	Detail        string
+	// IPAMDStarts and IPAMDNoIPs are what the VPC CNI's log said: how many
+	// times IPAMD started within the last hour, and its last "no address"
+	// message since the previous check.
+	IPAMDStarts []time.Time
+	IPAMDNoIPs  string
 }
 
 // cniReader is the gatherer's own state: it is only touched inside the
@@ -104,7 +109,43 @@ func (m *Monitor) runCNI(ctx context.Context) ([]monitor.Finding, error) {
 	defer m.mu.Unlock()
 	var fs []monitor.Finding
 	m.cni.eval, fs = evalCNI(m.cni.eval, obs, thr, now)
-	return fs, nil
+	return append(fs, evalIPAMDEvents(obs, m.countThreshold(health.ReasonIPAMDRepeatedlyRestart), now)...), nil
+}
+
+// evalIPAMDEvents reports what the VPC CNI's log said since the previous
+// check: IPAMDNoIPs when IPAMD had no address to give, and
+// IPAMDRepeatedlyRestart while it started at least restarts times within
+// the last hour.
+func evalIPAMDEvents(obs []cniObservation, restarts int, now time.Time) []monitor.Finding {
+	var fs []monitor.Finding
+	for _, o := range obs {
+		if o.Spec.Readiness != readinessIPAMDLog {
+			continue
+		}
+		if o.IPAMDNoIPs != "" {
+			fs = append(fs, monitor.Finding{
+				Reason:   health.ReasonIPAMDNoIPs,
+				Message:  "IPAMD has no IP address for new pods, which stay in ContainerCreating: ipamd.log: " + oneLine([]byte(o.IPAMDNoIPs)),
+				Observed: now,
+				Subject:  o.Spec.Name,
+			})
+		}
+		var recent int
+		for _, t := range o.IPAMDStarts {
+			if now.Sub(t) <= restartWindow {
+				recent++
+			}
+		}
+		if recent >= restarts {
+			fs = append(fs, monitor.Finding{
+				Reason:   health.ReasonIPAMDRepeatedlyRestart,
+				Message:  fmt.Sprintf("IPAMD started %d times within the last hour (threshold %d): pod networking on the node flaps with it", recent, restarts),
+				Observed: now,
+				Subject:  o.Spec.Name,
+			})
+		}
+	}
+	return fs
 }
 
 // cniState is the monitor's CNI state: the gatherer's reader and the
@@ -125,6 +166,7 @@ func (m *Monitor) readCNI(ctx context.Context) ([]cniObservation, error) {
 	}
 	var obs []cniObservation
 	var needScan []string
+	r.log.NoIPs = "" // a message is news for one check only
 	installed := installedCNIs(confs)
 	for _, o := range installed {
 		if pid := r.pids[o.Spec.Agent]; pid > 0 && commIs(m.hostPath("proc"), pid, o.Spec.Agent) {
@@ -181,6 +223,7 @@ func (m *Monitor) readReadiness(ctx context.Context, r *cniReader, o *cniObserva
 			return err
 		}
 		r.log = evalIPAMDLog(r.log, lines)
+		o.IPAMDStarts, o.IPAMDNoIPs = slices.Clone(r.log.Starts), r.log.NoIPs
 		if !r.log.FailingSince.IsZero() {
 			o.NotReady, o.NotReadySince, o.Detail = true, r.log.FailingSince, "ipamd.log: "+r.log.LastError
 		}
@@ -337,7 +380,16 @@ type ipamdLog struct {
 	// successful connection; zero when connected (or unknown).
 	FailingSince time.Time
 	LastError    string
+	// Starts are the times of IPAMD's start lines within the last
+	// restartWindow of the newest one.
+	Starts []time.Time
+	// NoIPs is the last "no address" message of the latest read; it is
+	// cleared by each read (a new check).
+	NoIPs string
 }
+
+// restartWindow is the window IPAMDRepeatedlyRestart counts starts in.
+const restartWindow = time.Hour
 
 // Messages of the VPC CNI (pkg/k8sapi CheckAPIServerConnectivity and
 // cmd/aws-k8s-agent): a failed connectivity test, and the line that follows
@@ -345,18 +397,33 @@ type ipamdLog struct {
 var (
 	ipamdFailures = []string{"Unable to reach API Server", "Failed to check API server connectivity", "error communicating with apiserver"}
 	ipamdSuccess  = "Successful communication with the Cluster"
+	// ipamdStart begins every IPAMD run (cmd/aws-k8s-agent/main.go:
+	// "Starting L-IPAMD %s  ...").
+	ipamdStart = "Starting L-IPAMD"
+	// ipamdNoIPs are IPAMD's messages when it has no address for a pod:
+	// EC2's error code when the subnet has no free address for a new ENI
+	// or secondary IP, and the datastore's own (pkg/ipamd/datastore).
+	ipamdNoIPs = []string{"InsufficientFreeAddressesInSubnet", "no available IP/Prefix addresses"}
 )
 
 // evalIPAMDLog advances st with new log lines (oldest first).
 func evalIPAMDLog(st ipamdLog, lines [][]byte) ipamdLog {
+	st.NoIPs = ""
 	for _, line := range lines {
 		ts, msg, ok := parseIPAMDLine(line)
 		if !ok {
 			continue
 		}
 		switch {
+		case strings.Contains(msg, ipamdStart):
+			if ts.IsZero() {
+				continue // a start we cannot place in the window
+			}
+			st.Starts = append(slices.DeleteFunc(st.Starts, func(t time.Time) bool { return ts.Sub(t) > restartWindow }), ts)
+		case slices.ContainsFunc(ipamdNoIPs, func(f string) bool { return strings.Contains(msg, f) }):
+			st.NoIPs = msg
 		case strings.Contains(msg, ipamdSuccess):
-			st = ipamdLog{}
+			st.FailingSince, st.LastError = time.Time{}, ""
 		case slices.ContainsFunc(ipamdFailures, func(f string) bool { return strings.Contains(msg, f) }):
 			if st.FailingSince.IsZero() {
 				st.FailingSince = ts
@@ -374,10 +441,14 @@ func evalIPAMDLog(st ipamdLog, lines [][]byte) ipamdLog {
 // Lines that mention neither a failure nor a success are skipped before any
 // JSON decoding: the log is busy and almost every line is about IPs.
 func parseIPAMDLine(line []byte) (time.Time, string, bool) {
-	s := string(line)
-	if !strings.Contains(s, ipamdSuccess) && !slices.ContainsFunc(ipamdFailures, func(f string) bool { return strings.Contains(s, f) }) {
-		return time.Time{}, "", false
-	}
+	return parseZapLine(line, ipamdLiterals)
+}
+
+// ipamdLiterals are every message the IPAMD log is read for.
+var ipamdLiterals = slices.Concat([]string{ipamdSuccess, ipamdStart}, ipamdFailures, ipamdNoIPs)
+
+// decodeZap reads the time and message of a zap JSON line.
+func decodeZap(line []byte) (time.Time, string, bool) {
 	var rec struct {
 		TS  json.RawMessage `json:"ts"`
 		Msg string          `json:"msg"`

@@ -332,3 +332,53 @@ func TestEvalCNIThresholdsPerReason(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// ipamdStarted is IPAMD's first line (cmd/aws-k8s-agent/main.go).
+func ipamdStarted(ts time.Time) string {
+	return ipamdLine(ts, "info", "aws-k8s-agent/main.go:105", "Starting L-IPAMD v1.19.2  ...")
+}
+
+// TestIPAMDEventsFromItsLog: restarts and address exhaustion as IPAMD logs
+// them, read by the CNI check from the host's ipamd.log.
+func TestIPAMDEventsFromItsLog(t *testing.T) {
+	f := newCNIFixture(t)
+	f.root.AddCNIConfig("10-aws.conflist")
+	f.root.AddProcess(hostroot.Process{PID: 2345, PPID: 2301, Comm: "aws-k8s-agent", State: 'S'})
+	log := "var/log/aws-routed-eni/ipamd.log"
+	f.root.WriteFile(log, ipamdStarted(t0.Add(-2*time.Hour)))
+	f.check("")
+
+	// Four starts in ten minutes: below the threshold of five an hour.
+	for i := range 4 {
+		appendFile(t, f.root.Path(log), ipamdStarted(t0.Add(time.Duration(i)*2*time.Minute)))
+	}
+	f.advance(10 * time.Minute)
+	f.check("")
+	appendFile(t, f.root.Path(log), ipamdStarted(f.clk.Now()))
+	f.check("IPAMDRepeatedlyRestart/aws-vpc-cni")
+	fs, _ := runCheck(t, f.m, "net-cni")
+	if len(fs) != 1 || !strings.Contains(fs[0].Message, "started 5 times within the last hour (threshold 5)") {
+		t.Fatalf("%v", fs)
+	}
+	// An hour after the first of them, it has calmed down.
+	f.advance(55 * time.Minute)
+	f.check("")
+
+	// The subnet is full: EC2's error when IPAMD grows its pool, then the
+	// datastore's for the next pod. Reported in the check that reads them.
+	appendFile(t, f.root.Path(log), ipamdLine(f.clk.Now(), "error", "ipamd/ipamd.go:805",
+		"Failed to increase pool size due to not able to allocate ENI AllocENI: error creating network interface: InsufficientFreeAddressesInSubnet: The specified subnet does not have enough free addresses to satisfy the request.\n\tstatus code: 400, request id: 0a1b2c3d")+
+		ipamdLine(f.clk.Now(), "error", "datastore/data_store.go:858", "DataStore has no available IP/Prefix addresses"))
+	f.check("IPAMDNoIPs/aws-vpc-cni")
+	fs, _ = runCheck(t, f.m, "net-cni")
+	if len(fs) != 0 {
+		t.Fatalf("the same lines reported twice: %v", fs)
+	}
+	appendFile(t, f.root.Path(log), ipamdLine(f.clk.Now(), "info", "rpc/rpc.pb.go:713", "Send AddNetworkReply: IPv4Addr: , IPv6Addr: , DeviceNumber: -1, err: AssignPodIPv4Address: no available IP/Prefix addresses"))
+	f.check("IPAMDNoIPs/aws-vpc-cni")
+
+	// IPAMD gone: the message is not carried into later checks.
+	appendFile(t, f.root.Path(log), ipamdLine(f.clk.Now(), "error", "datastore/data_store.go:858", "DataStore has no available IP/Prefix addresses"))
+	f.root.Remove("proc/2345")
+	f.check("")
+}

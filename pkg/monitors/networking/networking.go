@@ -107,7 +107,11 @@ type Monitor struct {
 
 	// One guard per check: a gatherer stuck in the kernel blocks only its
 	// own check, and is not started again while stuck.
-	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard, macGuard, iptGuard bounded.Guard
+	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard, macGuard, iptGuard, npaGuard bounded.Guard
+	// npaPID is the network policy agent's last PID (systemd), npaLog its
+	// log's tail; only the guarded gatherer touches them.
+	npaPID int
+	npaLog logTail
 
 	mu       sync.Mutex
 	ifaces   ifaceState
@@ -116,6 +120,7 @@ type Monitor struct {
 	proxy    proxyState
 	dns      strikes
 	vpc      vpcEval
+	npa      npaState
 }
 
 var _ monitor.Monitor = (*Monitor)(nil)
@@ -189,7 +194,8 @@ func (m *Monitor) Checks() []monitor.Check {
 			Name:   "net-cni",
 			Period: p,
 			Reasons: []string{health.ReasonIPAMDNotRunning, health.ReasonIPAMDNotReady,
-				health.ReasonCNIAgentNotRunning, health.ReasonCNIAgentNotReady},
+				health.ReasonCNIAgentNotRunning, health.ReasonCNIAgentNotReady,
+				health.ReasonIPAMDNoIPs, health.ReasonIPAMDRepeatedlyRestart},
 			Run: m.runCNI,
 		},
 		{
@@ -210,6 +216,13 @@ func (m *Monitor) Checks() []monitor.Check {
 			Period:  m.opts.SlowPeriod,
 			Reasons: []string{health.ReasonPortConflict, health.ReasonUnexpectedRejectRule},
 			Run:     m.runIPTables,
+		},
+		{
+			Name:   "net-network-policy-agent",
+			Period: p,
+			Reasons: []string{health.ReasonNPANotRunning, health.ReasonNPARepeatedlyRestart,
+				health.ReasonNPABPFRecoveryError},
+			Run: m.runNPA,
 		},
 		{
 			Name:    "net-kube-proxy",
