@@ -107,7 +107,7 @@ type Monitor struct {
 
 	// One guard per check: a gatherer stuck in the kernel blocks only its
 	// own check, and is not started again while stuck.
-	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard, macGuard, iptGuard, npaGuard bounded.Guard
+	ifaceGuard, enaGuard, sysctlGuard, cniGuard, proxyGuard, dnsGuard, vpcGuard, macGuard, iptGuard, npaGuard, rdmaGuard bounded.Guard
 	// npaPID is the network policy agent's last PID (systemd), npaLog its
 	// log's tail; only the guarded gatherer touches them.
 	npaPID int
@@ -121,6 +121,7 @@ type Monitor struct {
 	dns      strikes
 	vpc      vpcEval
 	npa      npaState
+	rdma     rdmaState
 }
 
 var _ monitor.Monitor = (*Monitor)(nil)
@@ -223,6 +224,12 @@ func (m *Monitor) Checks() []monitor.Check {
 			Reasons: []string{health.ReasonNPANotRunning, health.ReasonNPARepeatedlyRestart,
 				health.ReasonNPABPFRecoveryError},
 			Run: m.runNPA,
+		},
+		{
+			Name:    "net-rdma-counters",
+			Period:  p,
+			Reasons: []string{health.ReasonEFAErrorMetric},
+			Run:     m.runRDMA,
 		},
 		{
 			Name:    "net-kube-proxy",
