@@ -59,8 +59,12 @@ func Table() []Kind {
 		define("containerRuntime", runtime.DefaultConfig, func(env monitor.Env, d Deps, c runtime.Config) monitor.Monitor {
 			return runtime.New(env, c.Options(d.NodeName, d.Pods))
 		}),
-		define("networking", networking.DefaultConfig, func(env monitor.Env, _ Deps, c networking.Config) monitor.Monitor {
-			return networking.New(env, c.Options())
+		define("networking", networking.DefaultConfig, func(env monitor.Env, d Deps, c networking.Config) monitor.Monitor {
+			var pods networking.PodLister
+			if d.Pods != nil {
+				pods = networking.PodLister(d.Pods)
+			}
+			return networking.New(env, c.Options(pods))
 		}),
 		define("storage", storage.DefaultConfig, func(env monitor.Env, _ Deps, c storage.Config) monitor.Monitor {
 			return storage.New(env, c.Options())

@@ -3,9 +3,11 @@
 //
 // It answers Version, Status, ListPodSandbox and ListContainers from an
 // in-memory table of sandboxes and containers that the test edits (RunPod,
-// StopPod, RemovePod, AddSandbox, AddContainer, ...). Every other CRI method
-// answers Unimplemented. Faults are scripted per method: Hang makes calls block
-// until the caller's deadline (or Stop), Fail makes them return a gRPC code.
+// StopPod, RemovePod, AddSandbox, AddContainer, ...), and containerd's
+// introspection Server call with scripted deprecations (SetDeprecations).
+// Every other CRI method answers Unimplemented. Faults are scripted per
+// method: Hang makes calls block until the caller's deadline (or Stop), Fail
+// makes them return a gRPC code.
 // Calls are counted per method, faulty or not.
 //
 // Method names are the short gRPC method names: "Version", "Status",
@@ -24,10 +26,13 @@ import (
 	"sync"
 	"time"
 
+	introspection "github.com/containerd/containerd/api/services/introspection/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -37,6 +42,10 @@ const (
 	MethodStatus         = "Status"
 	MethodListPodSandbox = "ListPodSandbox"
 	MethodListContainers = "ListContainers"
+	// MethodIntrospectionServer is containerd's introspection Server call,
+	// served beside CRI on containerd's socket; Fail it with Unimplemented
+	// to be a runtime other than containerd.
+	MethodIntrospectionServer = "Server"
 )
 
 // Labels the kubelet puts on sandboxes and containers.
@@ -60,6 +69,8 @@ type Server struct {
 	faults     map[string]fault // "" applies to every method without its own entry
 	calls      map[string]int
 	seq        int
+	// deprecations are what containerd's introspection API reports.
+	deprecations []*introspection.DeprecationWarning
 }
 
 type fault struct {
@@ -109,6 +120,7 @@ func Start(socketPath string) (*Server, error) {
 		}),
 	)
 	runtimeapi.RegisterRuntimeServiceServer(s.srv, service{s: s})
+	introspection.RegisterIntrospectionServer(s.srv, introspectionService{s: s})
 	go func() { _ = s.srv.Serve(lis) }()
 	return s, nil
 }
@@ -329,6 +341,37 @@ func (s *Server) RemoveContainer(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.containers, id)
+}
+
+// SetDeprecations sets the deprecation warnings containerd's introspection
+// API reports: id (e.g. "io.containerd.deprecation/pull-schema-1-image"),
+// message and when it last occurred.
+func (s *Server) SetDeprecations(ds ...Deprecation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deprecations = nil
+	for _, d := range ds {
+		s.deprecations = append(s.deprecations, &introspection.DeprecationWarning{ID: d.ID, Message: d.Message, LastOccurrence: timestamppb.New(d.Last)})
+	}
+}
+
+// Deprecation is one deprecation warning of containerd.
+type Deprecation struct {
+	ID, Message string
+	Last        time.Time
+}
+
+// introspectionService is containerd's introspection API, Server only.
+type introspectionService struct {
+	introspection.UnimplementedIntrospectionServer
+	s *Server
+}
+
+// Server implements containerd's Introspection.Server.
+func (v introspectionService) Server(context.Context, *emptypb.Empty) (*introspection.ServerResponse, error) {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return &introspection.ServerResponse{UUID: "5f3a2b1c-fake-containerd", Pid: 812, Deprecations: v.s.deprecations}, nil
 }
 
 // service is the gRPC face of a Server; kept apart so that the CRI method

@@ -3,6 +3,7 @@ package networking
 import (
 	"fmt"
 	"regexp"
+	"strings"
 
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -30,6 +31,11 @@ type Config struct {
 	DNSQueryName string `json:"dnsQueryName,omitempty"`
 	// KubeProxyHealthz is kube-proxy's health address (host:port).
 	KubeProxyHealthz string `json:"kubeProxyHealthz,omitempty"`
+	// AllowedIPTablesChains are iptables chains, as "table/chain" (e.g.
+	// "filter/MY-FIREWALL"), whose REJECT and DROP rules are known to be
+	// good: UnexpectedRejectRule does not report them. The chains of
+	// Kubernetes, the common CNIs and container engines are always allowed.
+	AllowedIPTablesChains []string `json:"allowedIPTablesChains,omitempty"`
 }
 
 // DefaultConfig is the section used when the file leaves keys out.
@@ -54,21 +60,29 @@ func (c Config) Validate(path string) []error {
 	if c.DNSServer != "" && !monitor.HostPort(c.DNSServer, false) {
 		errs = append(errs, fmt.Errorf("%s.dnsServer: %q is not host or host:port", path, c.DNSServer))
 	}
+	for i, ch := range c.AllowedIPTablesChains {
+		table, chain, ok := strings.Cut(ch, "/")
+		if !ok || table == "" || chain == "" || strings.ContainsAny(chain, "/ \t") || strings.ContainsAny(table, " \t") {
+			errs = append(errs, fmt.Errorf("%s.allowedIPTablesChains[%d]: %q is not table/chain (e.g. filter/MY-FIREWALL)", path, i, ch))
+		}
+	}
 	if !monitor.HostPort(c.KubeProxyHealthz, true) {
 		errs = append(errs, fmt.Errorf("%s.kubeProxyHealthz: %q is not host:port", path, c.KubeProxyHealthz))
 	}
 	return errs
 }
 
-// Options are the monitor's options for the section.
-func (c Config) Options() Options {
+// Options are the monitor's options for the section, with this node's pods.
+func (c Config) Options(pods PodLister) Options {
 	return Options{
-		Period:            c.CheckInterval.Duration,
-		ProbeTimeout:      c.ProbeTimeout.Duration,
-		ExcludeInterfaces: c.ExcludeInterfaces,
-		NetNS:             c.NetNS,
-		DNSServer:         c.DNSServer,
-		DNSQueryName:      c.DNSQueryName,
-		KubeProxyHealthz:  c.KubeProxyHealthz,
+		AllowedIPTablesChains: c.AllowedIPTablesChains,
+		Pods:                  pods,
+		Period:                c.CheckInterval.Duration,
+		ProbeTimeout:          c.ProbeTimeout.Duration,
+		ExcludeInterfaces:     c.ExcludeInterfaces,
+		NetNS:                 c.NetNS,
+		DNSServer:             c.DNSServer,
+		DNSQueryName:          c.DNSQueryName,
+		KubeProxyHealthz:      c.KubeProxyHealthz,
 	}
 }

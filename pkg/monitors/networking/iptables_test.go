@@ -188,3 +188,20 @@ func TestIPTablesInRealNetNS(t *testing.T) {
 	ns.Exec("iptables", "-A", "INPUT", "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
 	check("")
 }
+
+func TestAllowedIPTablesChainsConfig(t *testing.T) {
+	c := DefaultConfig()
+	c.AllowedIPTablesChains = []string{"filter/MY-FIREWALL", "nat/SEC-AGENT"}
+	if errs := c.Validate("monitors.networking"); len(errs) != 0 {
+		t.Fatalf("valid chains refused: %v", errs)
+	}
+	for _, bad := range []string{"MY-FIREWALL", "filter/", "/INPUT", "filter/a/b", "filter/MY FIREWALL"} {
+		c.AllowedIPTablesChains = []string{bad}
+		if errs := c.Validate("monitors.networking"); len(errs) != 1 || !strings.Contains(errs[0].Error(), "monitors.networking.allowedIPTablesChains[0]") {
+			t.Errorf("%q: %v", bad, errs)
+		}
+	}
+	if o := c.Options(nil); len(o.AllowedIPTablesChains) != 1 {
+		t.Fatalf("options %+v", o)
+	}
+}

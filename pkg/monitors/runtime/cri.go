@@ -86,21 +86,30 @@ func (c *criClient) close() error {
 	return err
 }
 
-// call runs one CRI call under the call timeout. A failure drops the
-// connection and is returned as "<name>: <error>".
-func (c *criClient) call(ctx context.Context, name string, fn func(context.Context, runtimeapi.RuntimeServiceClient) error) error {
+// callConn runs one call on the runtime's connection under the call
+// timeout, for the services containerd serves beside CRI on the same
+// socket. A failure drops the connection and is returned as "<name>: <error>".
+func (c *criClient) callConn(ctx context.Context, name string, fn func(context.Context, *grpc.ClientConn) error) error {
 	conn, err := c.client()
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err = fn(cctx, runtimeapi.NewRuntimeServiceClient(conn))
+	err = fn(cctx, conn)
 	cancel()
 	if err != nil {
 		c.drop(conn)
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
+}
+
+// call runs one CRI call under the call timeout. A failure drops the
+// connection and is returned as "<name>: <error>".
+func (c *criClient) call(ctx context.Context, name string, fn func(context.Context, runtimeapi.RuntimeServiceClient) error) error {
+	return c.callConn(ctx, name, func(ctx context.Context, conn *grpc.ClientConn) error {
+		return fn(ctx, runtimeapi.NewRuntimeServiceClient(conn))
+	})
 }
 
 // probe asks the runtime Version, Status and the ready sandboxes, stopping at

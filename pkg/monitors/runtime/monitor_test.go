@@ -75,8 +75,10 @@ func run(t *testing.T, c monitor.Check) ([]monitor.Finding, error) {
 
 func TestChecks(t *testing.T) {
 	m := New(monitor.Env{}, Options{})
-	if got := m.Checks(); len(got) != 1 || got[0].Name != "cri-responsive" || got[0].Period != DefaultResponsivePeriod ||
-		!slices.Equal(got[0].Reasons, []string{health.ReasonContainerRuntimeUnresponsive}) {
+	if got := m.Checks(); len(got) != 2 || got[0].Name != "cri-responsive" || got[0].Period != DefaultResponsivePeriod ||
+		!slices.Equal(got[0].Reasons, []string{health.ReasonContainerRuntimeUnresponsive}) ||
+		got[1].Name != "containerd-deprecations" || got[1].Period != DefaultDeprecationPeriod ||
+		!slices.Equal(got[1].Reasons, []string{health.ReasonDeprecatedContainerdConfiguration}) {
 		t.Errorf("without a pod lister: %+v", got)
 	}
 	if m.Name() != "containerRuntime" {
@@ -86,8 +88,8 @@ func TestChecks(t *testing.T) {
 		t.Errorf("%q is not a registry monitor", m.Name())
 	}
 	m = New(monitor.Env{}, Options{Pods: func() ([]*pod, error) { return nil, nil }, StuckPodPeriod: time.Hour})
-	if got := m.Checks(); len(got) != 2 || got[1].Name != "pods-stuck-terminating" || got[1].Period != time.Hour ||
-		!slices.Equal(got[1].Reasons, []string{health.ReasonPodStuckTerminating}) {
+	if got := m.Checks(); len(got) != 3 || got[2].Name != "pods-stuck-terminating" || got[2].Period != time.Hour ||
+		!slices.Equal(got[2].Reasons, []string{health.ReasonPodStuckTerminating}) {
 		t.Errorf("with a pod lister: %+v", got)
 	}
 	if m.cri.path != DefaultSocketPath || m.cri.timeout != DefaultCallTimeout {

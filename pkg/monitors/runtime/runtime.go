@@ -67,6 +67,8 @@ type Options struct {
 	ResponsivePeriod time.Duration
 	// StuckPodPeriod is the period of the PodStuckTerminating check.
 	StuckPodPeriod time.Duration
+	// DeprecationPeriod is the period of the containerd deprecation check.
+	DeprecationPeriod time.Duration
 	// NodeName is this node. Pods the lister returns that are bound elsewhere
 	// are ignored; empty accepts every pod bound to some node.
 	NodeName string
@@ -111,6 +113,9 @@ func New(env monitor.Env, opts Options) *Monitor {
 	if opts.StuckPodPeriod <= 0 {
 		opts.StuckPodPeriod = DefaultStuckPodPeriod
 	}
+	if opts.DeprecationPeriod <= 0 {
+		opts.DeprecationPeriod = DefaultDeprecationPeriod
+	}
 	m := &Monitor{
 		env:      env,
 		clock:    env.Clock,
@@ -125,6 +130,11 @@ func New(env monitor.Env, opts Options) *Monitor {
 		Period:  opts.ResponsivePeriod,
 		Reasons: []string{health.ReasonContainerRuntimeUnresponsive},
 		Run:     m.checkResponsive,
+	}, {
+		Name:    "containerd-deprecations",
+		Period:  opts.DeprecationPeriod,
+		Reasons: []string{health.ReasonDeprecatedContainerdConfiguration},
+		Run:     m.checkDeprecations,
 	}}
 	if opts.Pods != nil {
 		m.checks = append(m.checks, monitor.Check{
