@@ -152,7 +152,7 @@ const (
 	ReasonNvidiaXID45Warning = "NvidiaXID45Warning"
 	// ReasonNvidiaXID46Error: XID 46, GPU stopped processing. The GPU stopped processing work. The catalog resolves it with a GPU reset; the node cannot run GPU work until then.
 	ReasonNvidiaXID46Error = "NvidiaXID46Error"
-	// ReasonNvidiaXID48Error: XID 48, Double bit ECC error. An uncorrectable (double-bit) ECC error in GPU memory. Needs a GPU reset to retire the page or remap the row; also reported as NvidiaDoubleBitError through NVML.
+	// ReasonNvidiaXID48Error: XID 48, Double bit ECC error. An uncorrectable (double-bit) ECC error in GPU memory. Needs a GPU reset to retire the page or remap the row. Where NVML reports the GPU's double-bit errors the XID is folded into NvidiaDoubleBitError (one fault, one reason); this reason is the kernel-only path.
 	ReasonNvidiaXID48Error = "NvidiaXID48Error"
 	// ReasonNvidiaXID54Error: XID 54, Auxiliary power is not connected. The GPU's auxiliary power is not connected or failed: a hardware fault that no workload causes.
 	ReasonNvidiaXID54Error = "NvidiaXID54Error"
@@ -763,7 +763,7 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID48Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
-			Description: "XID 48, Double bit ECC error. An uncorrectable (double-bit) ECC error in GPU memory. Needs a GPU reset to retire the page or remap the row; also reported as NvidiaDoubleBitError through NVML.",
+			Description: "XID 48, Double bit ECC error. An uncorrectable (double-bit) ECC error in GPU memory. Needs a GPU reset to retire the page or remap the row. Where NVML reports the GPU's double-bit errors the XID is folded into NvidiaDoubleBitError (one fault, one reason); this reason is the kernel-only path.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 48, ...\" and the NVML XID critical-error event with data 48",
 		},
 		{
@@ -920,7 +920,7 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaDoubleBitError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
 			Description: "A GPU reports uncorrectable (double-bit) ECC errors since the driver loaded. The memory cannot be trusted until the GPU is reset (page retired or row remapped).",
-			Detects:     "NVML field NVML_FI_DEV_ECC_DBE_VOL_TOTAL (volatile double-bit ECC errors) above zero",
+			Detects:     "NVML field NVML_FI_DEV_ECC_DBE_VOL_TOTAL (volatile double-bit ECC errors) above zero, NVML's double-bit ECC event, and XID 48 (kernel log or NVML event) for a GPU whose double-bit errors NVML reports",
 		},
 		{
 			Name: "NvidiaNVLinkError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",

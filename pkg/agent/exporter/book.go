@@ -160,6 +160,10 @@ func (b *book) checkResult(reasons []string, ds []Detection, now time.Time) bool
 		if f, ok := c.faults[k]; ok {
 			changed = changed || f.message != d.Finding.Message
 			f.message = d.Finding.Message
+			// A check that sees a fault a log or stream raised first (NVML's
+			// double-bit ECC event before the counter check) takes it over:
+			// it now lasts while the check sees it, not for a quiet period.
+			f.expires = time.Time{}
 			continue
 		}
 		c.faults[k] = &fault{reason: d.Reason, message: d.Finding.Message, first: now}

@@ -208,6 +208,9 @@ type healthInput struct {
 	NVSwitch bool
 	// ReplaysPerMinute is the NvidiaPCIeError threshold.
 	ReplaysPerMinute float64
+	// XID48 is when the kernel last logged XID 48 for the device (zero:
+	// never), named in the double-bit error's message.
+	XID48 time.Time
 }
 
 // evalHealth evaluates one device's sample against its previous state and
@@ -221,7 +224,11 @@ func evalHealth(in healthInput, prev deviceState) ([]findingSpec, deviceState) {
 	}
 
 	if v := s.Field(FieldECCDBEVolatileTotal); v.OK && v.V > 0 {
-		add(health.ReasonNvidiaDoubleBitError, "%d uncorrectable (double-bit) ECC errors since the driver loaded; reset the GPU", v.V)
+		xid := ""
+		if !in.XID48.IsZero() {
+			xid = fmt.Sprintf(" (logged as XID 48 at %s)", in.XID48.UTC().Format(time.RFC3339))
+		}
+		add(health.ReasonNvidiaDoubleBitError, "%d uncorrectable (double-bit) ECC errors since the driver loaded%s; reset the GPU", v.V, xid)
 	}
 	var pending []string
 	if v := s.Field(FieldRetiredPending); v.OK && v.V == 1 {
@@ -313,8 +320,9 @@ func evalFabricManager(nvswitches int, running bool) []findingSpec {
 // --- NVML events ------------------------------------------------------------
 
 // eventFinding turns an NVML event into a finding. XID events carry the XID
-// number; a double-bit ECC event is what the kernel logs as XID 48, and is
-// reported as that reason so that both paths raise one fault.
+// number; a double-bit ECC event is NvidiaDoubleBitError, the reason the
+// DBE counter check and a folded XID 48 (dbe.go) report for the same GPU,
+// so that every path raises one fault.
 func eventFinding(ev Event) (findingSpec, bool) {
 	switch ev.Kind {
 	case EventXID:
@@ -325,8 +333,8 @@ func eventFinding(ev Event) (findingSpec, bool) {
 		}
 		return findingSpec{reason: xidReason(code), message: xidMessage(x), subject: ev.Device.PCI}, true
 	case EventDoubleBitECC:
-		return findingSpec{reason: health.ReasonNvidiaXID48Error, subject: ev.Device.PCI,
-			message: ev.Device.Name() + ": double-bit ECC error reported by an NVML event"}, true
+		return findingSpec{reason: health.ReasonNvidiaDoubleBitError, subject: ev.Device.PCI,
+			message: ev.Device.Name() + ": double-bit ECC error reported by an NVML event; reset the GPU"}, true
 	}
 	return findingSpec{}, false
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,7 +275,7 @@ func TestEventFinding(t *testing.T) {
 	if f, _ := eventFinding(Event{Device: dev, Kind: EventXID, XID: 999}); f.reason != health.ReasonNvidiaXIDWarning {
 		t.Fatalf("unknown XID (999 per nvml.h) must be a Warning: %+v", f)
 	}
-	if f, _ := eventFinding(Event{Device: dev, Kind: EventDoubleBitECC}); f.reason != health.ReasonNvidiaXID48Error {
+	if f, _ := eventFinding(Event{Device: dev, Kind: EventDoubleBitECC}); f.reason != health.ReasonNvidiaDoubleBitError || f.subject != "0000:3b:00" {
 		t.Fatalf("DBE event: %+v", f)
 	}
 	if _, ok := eventFinding(Event{Device: dev, Kind: 0x4}); ok {
@@ -287,6 +288,34 @@ func TestEvalFabricManager(t *testing.T) {
 		t.Fatal("no fault without NVSwitches or with FM running")
 	}
 	if fs := evalFabricManager(4, false); len(fs) != 1 || fs[0].reason != health.ReasonFabricManagerNotRunning {
+		t.Fatalf("%+v", fs)
+	}
+}
+
+func TestFoldXID48(t *testing.T) {
+	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		nvml bool
+		g    dbeGPU
+		want bool
+	}{
+		{"kernel only: no NVML", false, dbeGPU{}, false},
+		{"NVML, the GPU not sampled yet", true, dbeGPU{}, true},
+		{"NVML reads the GPU's DBE counter", true, dbeGPU{counterKnown: true, counterSupported: true}, true},
+		{"counter unsupported, no NVML report", true, dbeGPU{counterKnown: true}, false},
+		{"counter unsupported, NVML's DBE event 20s before", true, dbeGPU{counterKnown: true, reported: at.Add(-20 * time.Second)}, true},
+		{"counter unsupported, NVML's DBE event 20s after (the kernel line came first)", true, dbeGPU{counterKnown: true, reported: at.Add(20 * time.Second)}, true},
+		{"counter unsupported, NVML's DBE an hour before: another fault", true, dbeGPU{counterKnown: true, reported: at.Add(-time.Hour)}, false},
+	} {
+		if got := foldXID48(tc.nvml, tc.g, at); got != tc.want {
+			t.Errorf("%s: fold %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// The health check names the XID it folded.
+	in := healthInput{Device: Device{PCI: "0000:3b:00"}, Sample: Sample{Fields: []FieldValue{UintField(FieldECCDBEVolatileTotal, 2)}}, XID48: at}
+	fs, _ := evalHealth(in, deviceState{})
+	if len(fs) != 1 || fs[0].reason != health.ReasonNvidiaDoubleBitError || !strings.Contains(fs[0].message, "2 uncorrectable (double-bit) ECC errors since the driver loaded (logged as XID 48 at 2026-03-14T09:00:00Z)") {
 		t.Fatalf("%+v", fs)
 	}
 }

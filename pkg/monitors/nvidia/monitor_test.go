@@ -3,15 +3,18 @@ package nvidia_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/rules"
 )
 
 func check(t *testing.T, m *nvidia.Monitor, name string) []monitor.Finding {
@@ -128,5 +131,87 @@ func TestStreamPushesEvents(t *testing.T) {
 	}
 	if err := m.Close(); err != nil || drv.Closes() != 1 {
 		t.Fatalf("Close: %v, closes %d", err, drv.Closes())
+	}
+}
+
+// xid48 is the driver's XID 48 line for GPU 1 of nvidiafake.GPUs.
+func xid48(at time.Time) logline.Line {
+	return logline.Line{Source: logline.Kmsg, Time: at, Text: "NVRM: Xid (PCI:0000:2b:00): 48, pid=4242, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."}
+}
+
+func interpretLine(t *testing.T, m *nvidia.Monitor, line logline.Line) []monitor.Finding {
+	t.Helper()
+	mt, err := rules.Compile(m.Rules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []monitor.Finding
+	mt.Match(line, func(match logline.Match) { out = append(out, m.Interpret(match)...) })
+	return out
+}
+
+// TestDoubleBitErrorIsOneFault: where NVML reports double-bit errors, its
+// event, its counter and the kernel's XID 48 for the same GPU are one
+// NvidiaDoubleBitError (same reason, same subject); without NVML, XID 48
+// stays NvidiaXID48Error.
+func TestDoubleBitErrorIsOneFault(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	gpus := nvidiafake.GPUs(2)
+
+	// The kernel-only path.
+	root := hostroot.New(t).WithNvidiaGPUs(2)
+	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.NoDriver})
+	if !m.Applies(ctx) {
+		t.Fatal("device nodes")
+	}
+	if fs := interpretLine(t, m, xid48(at)); len(fs) != 1 || fs[0].Reason != health.ReasonNvidiaXID48Error || fs[0].Subject != "0000:2b:00" {
+		t.Fatalf("without NVML: %+v", fs)
+	}
+
+	// With NVML: the XID line, replayed at start before any check ran, the
+	// NVML event and the counter check all raise NvidiaDoubleBitError on
+	// GPU 0000:2b:00.
+	drv := nvidiafake.New(gpus...)
+	m = nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener(), CheckPeriod: time.Hour})
+	if !m.Applies(ctx) {
+		t.Fatal("NVML sees GPUs")
+	}
+	fs := interpretLine(t, m, xid48(at))
+	if len(fs) != 1 || fs[0].Reason != health.ReasonNvidiaDoubleBitError || fs[0].Subject != "0000:2b:00" ||
+		!strings.Contains(fs[0].Message, "XID 48") {
+		t.Fatalf("XID 48 with NVML: %+v", fs)
+	}
+	got := make(chan monitor.Finding, 2)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, armed := drv.Watching()
+	go func() { _ = m.Stream(sctx, func(f monitor.Finding) { got <- f }) }()
+	<-armed
+	drv.Emit(nvidia.Event{Device: gpus[1], Kind: nvidia.EventDoubleBitECC, Observed: at.Add(time.Second)})
+	drv.Emit(nvidia.Event{Device: gpus[1], Kind: nvidia.EventXID, XID: 48, Observed: at.Add(time.Second)})
+	for range 2 {
+		select {
+		case f := <-got:
+			if f.Reason != health.ReasonNvidiaDoubleBitError || f.Subject != "0000:2b:00" {
+				t.Fatalf("NVML event: %+v", f)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the event was not pushed")
+		}
+	}
+	drv.SetSample(1, nvidia.Sample{Fields: []nvidia.FieldValue{nvidia.UintField(nvidia.FieldECCDBEVolatileTotal, 1)}})
+	fs = check(t, m, "nvidia-health")
+	if len(fs) != 1 || fs[0].Reason != health.ReasonNvidiaDoubleBitError || fs[0].Subject != "0000:2b:00" || !strings.Contains(fs[0].Message, "logged as XID 48") {
+		t.Fatalf("DBE counter: %+v", fs)
+	}
+
+	// A GPU whose DBE counter NVML does not read (ECC off, consumer GPUs)
+	// and that NVML did not report: XID 48 stays its own reason.
+	m2 := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.New(gpus...).Opener()})
+	m2.Applies(ctx)
+	check(t, m2, "nvidia-health") // samples: every field unsupported
+	if fs := interpretLine(t, m2, xid48(at)); len(fs) != 1 || fs[0].Reason != health.ReasonNvidiaXID48Error {
+		t.Fatalf("unsupported counter: %+v", fs)
 	}
 }

@@ -72,6 +72,8 @@ type Monitor struct {
 	closed bool
 	// devices is per-device state of the health check, by UUID.
 	devices map[string]deviceState
+	// dbe folds the double-bit ECC reports of NVML and the kernel log.
+	dbe dbeTracker
 }
 
 var (
@@ -102,6 +104,9 @@ func (m *Monitor) Rules() []logline.Rule { return Rules() }
 func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	var out []monitor.Finding
 	for _, f := range interpret(match) {
+		if f.reason == health.ReasonNvidiaXID48Error {
+			f = m.dbe.xid48(f, f.subject, match.Line.Time)
+		}
 		out = append(out, monitor.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: match.Line.Time})
 	}
 	return out
@@ -109,12 +114,15 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 
 // Applies implements monitor.Applier: the node has NVIDIA GPU device nodes,
 // or NVML loads and sees at least one GPU. A node without the driver (NVML
-// fails to load) and without device nodes is not an NVIDIA node.
+// fails to load) and without device nodes is not an NVIDIA node. NVML is
+// opened here in either case, before the kernel log is read, so that an
+// XID 48 replayed at start is already folded into NvidiaDoubleBitError
+// where NVML reports double-bit errors (dbe.go).
 func (m *Monitor) Applies(context.Context) bool {
-	if nodes, err := accel.DeviceNodes(accel.DevDir(m.env.HostRoot), "nvidia"); err == nil && len(nodes) > 0 {
+	drv, err := m.driver()
+	if nodes, nerr := accel.DeviceNodes(accel.DevDir(m.env.HostRoot), "nvidia"); nerr == nil && len(nodes) > 0 {
 		return true
 	}
-	drv, err := m.driver()
 	if err != nil {
 		return false
 	}
@@ -141,6 +149,7 @@ func (m *Monitor) driver() (Driver, error) {
 		return nil, err
 	}
 	m.drv = drv
+	m.dbe.nvmlLoaded()
 	return drv, nil
 }
 
@@ -171,6 +180,12 @@ func (m *Monitor) Stream(ctx context.Context, report func(monitor.Finding)) erro
 			observed := ev.Observed
 			if observed.IsZero() {
 				observed = m.env.Clock.Now()
+			}
+			switch {
+			case ev.Kind == EventDoubleBitECC:
+				m.dbe.event(ev.Device.PCI, observed)
+			case f.reason == health.ReasonNvidiaXID48Error:
+				f = m.dbe.xid48(f, ev.Device.PCI, observed)
 			}
 			report(monitor.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: observed})
 		}
@@ -293,7 +308,9 @@ func (m *Monitor) runHealth(context.Context) ([]monitor.Finding, error) {
 		if s.Taken.IsZero() {
 			s.Taken = m.env.Clock.Now()
 		}
-		fs, next := evalHealth(healthInput{Device: d, Sample: s, NVSwitch: len(nvswitches) > 0, ReplaysPerMinute: threshold}, m.devices[d.UUID])
+		m.dbe.sampled(d.PCI, s.Field(FieldECCDBEVolatileTotal), s.Taken)
+		fs, next := evalHealth(healthInput{Device: d, Sample: s, NVSwitch: len(nvswitches) > 0, ReplaysPerMinute: threshold,
+			XID48: m.dbe.lastXID48(d.PCI)}, m.devices[d.UUID])
 		m.devices[d.UUID] = next
 		specs = append(specs, fs...)
 	}
