@@ -39,31 +39,48 @@ var ErrOutputTooLarge = errors.New("output larger than the limit")
 // error carrying the end of the tool's standard error. The tool is killed
 // when ctx ends, and when the agent dies.
 func Output(ctx context.Context, t Tool) ([]byte, error) {
-	name := filepath.Base(t.Path)
+	cmd, stderr := command(ctx, t)
+	out := &limitedBuffer{limit: t.Limit}
+	cmd.Stdout = out
+	err := cmd.Run()
+	if out.over {
+		return nil, fmt.Errorf("%s: %w (%d bytes)", filepath.Base(t.Path), ErrOutputTooLarge, t.Limit)
+	}
+	if err := toolError(ctx, t, err, stderr); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// command prepares t: its environment, its standard error kept to explain
+// a failure, its death with the agent, its chroot.
+func command(ctx context.Context, t Tool) (*exec.Cmd, *Tail) {
 	cmd := exec.CommandContext(ctx, t.Path, t.Args...)
 	cmd.Env = toolEnv
-	out := &limitedBuffer{limit: t.Limit}
 	stderr := &Tail{Keep: 1024}
-	cmd.Stdout, cmd.Stderr = out, stderr
+	cmd.Stderr = stderr
 	cmd.WaitDelay = 2 * time.Second
 	DieWithParent(cmd)
 	if t.Root != "" && t.Root != "/" {
 		chroot(cmd, t.Root)
 		cmd.Dir = "/"
 	}
-	err := cmd.Run()
+	return cmd, stderr
+}
+
+// toolError names the tool in err: the context's end, or the exit status
+// with the end of its standard error.
+func toolError(ctx context.Context, t Tool, err error, stderr *Tail) error {
+	name := filepath.Base(t.Path)
 	switch {
-	case out.over:
-		return nil, fmt.Errorf("%s: %w (%d bytes)", name, ErrOutputTooLarge, t.Limit)
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%s: %w", name, ctx.Err())
-	case err != nil:
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return nil, fmt.Errorf("%s: %w: %s", name, err, msg)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, ctx.Err())
+	case err == nil:
+		return nil
+	case strings.TrimSpace(stderr.String()) != "":
+		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
 	}
-	return out.Bytes(), nil
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // limitedBuffer keeps at most limit bytes (0: no limit) and remembers that
@@ -93,23 +110,13 @@ const maxLine = 1 << 20
 // held whole. Limit caps the total read. A non-zero exit is an error
 // carrying the end of the tool's standard error.
 func Lines(ctx context.Context, t Tool, fn func(line []byte)) error {
-	name := filepath.Base(t.Path)
-	cmd := exec.CommandContext(ctx, t.Path, t.Args...)
-	cmd.Env = toolEnv
+	cmd, stderr := command(ctx, t)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	stderr := &Tail{Keep: 1024}
-	cmd.Stderr = stderr
-	cmd.WaitDelay = 2 * time.Second
-	DieWithParent(cmd)
-	if t.Root != "" && t.Root != "/" {
-		chroot(cmd, t.Root)
-		cmd.Dir = "/"
+		return toolError(ctx, t, err, stderr)
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return toolError(ctx, t, err, stderr)
 	}
 	var r io.Reader = stdout
 	if t.Limit > 0 {
@@ -130,16 +137,9 @@ func Lines(ctx context.Context, t Tool, fn func(line []byte)) error {
 	waitErr := cmd.Wait()
 	switch {
 	case over:
-		return fmt.Errorf("%s: %w (%d bytes)", name, ErrOutputTooLarge, t.Limit)
-	case ctx.Err() != nil:
-		return fmt.Errorf("%s: %w", name, ctx.Err())
-	case scanErr != nil:
-		return fmt.Errorf("%s: reading its output: %w", name, scanErr)
-	case waitErr != nil:
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return fmt.Errorf("%s: %w: %s", name, waitErr, msg)
-		}
-		return fmt.Errorf("%s: %w", name, waitErr)
+		return fmt.Errorf("%s: %w (%d bytes)", filepath.Base(t.Path), ErrOutputTooLarge, t.Limit)
+	case scanErr != nil && ctx.Err() == nil:
+		return fmt.Errorf("%s: reading its output: %w", filepath.Base(t.Path), scanErr)
 	}
-	return nil
+	return toolError(ctx, t, waitErr, stderr)
 }
