@@ -1,246 +1,559 @@
-// Package redact removes secrets from text before it leaves the node: bearer
-// and basic credentials, JWTs (service-account tokens), PEM private keys (also
-// base64-encoded, as in kubeconfig client-key-data), values of keys and
-// environment variables whose names look secret (*KEY*, *TOKEN*, *SECRET*,
-// *PASSWORD*, ...), passwords in URLs and well-known token formats.
+// Package redact removes secrets from text before it leaves the node.
 //
-// It works line by line on a stream, with a cheap literal prefilter: a line
-// without any trigger word is copied untouched, so multi-hundred-megabyte
-// logs cost one table lookup per byte. It errs on the side of removing too
-// much: a bundle with a redacted log field is still useful, one with a
-// leaked key is an incident.
+// A secret is found by its name (a variable, key, flag, header or element
+// whose name has a secret word as one of its whole parts: see names.go),
+// by its own format (private-key blocks, JWTs, cloud and SaaS token
+// formats, passwords in URLs and connection strings, password hashes, the
+// password forms of common command lines: formats.go), or by its shape
+// (runs of random base64, which is what key material looks like when its
+// armour is out of the window: keys.go).
+//
+// It works line by line on a stream, carrying what a line opens for the
+// next ones (a key block, a YAML block or subtree under a secret key, an
+// env var whose value is on the next line). A literal prefilter keeps it
+// cheap: a line without any trigger costs two table lookups per byte. It
+// errs on the side of removing too much: a bundle with a redacted log field
+// is still useful, one with a leaked key is an incident.
 package redact
 
 import (
 	"bytes"
-	"encoding/base64"
-	"regexp"
+	"strings"
 )
 
 // Mask replaces every secret.
 const Mask = "[REDACTED]"
 
-// rule identifies what a trigger word starts.
-type rule uint8
+// triggerKind says what a trigger literal starts.
+type triggerKind uint8
 
 const (
-	ruleName   rule = iota // a secret-looking key or variable name
-	ruleAuth               // "bearer xxx" / "basic xxx"
-	ruleJWT                // eyJ...eyJ...
-	rulePEM                // -----BEGIN ... PRIVATE KEY-----
-	ruleB64PEM             // base64 of a PEM block
-	ruleURL                // scheme://user:password@host
-	ruleToken              // well-known token formats (AWS, GitHub, Slack, Google)
+	tName     triggerKind = iota // a secret word inside a name
+	tFormat                      // formats()[idx]
+	tScheme                      // "Bearer x", "Basic x"
+	tURL                         // scheme://user:password@host
+	tDSN                         // user:password@tcp(host)
+	tFlag                        // cmdFlags()[idx]
+	tPEMBegin                    // -----BEGIN ...
+	tPEMEnd                      // -----END ...
+	tB64PEM                      // base64("-----BEGIN")
+	tPuTTY                       // Private-Lines: N
 )
 
 type trigger struct {
 	lit  string // lower case
-	rule rule
+	kind triggerKind
+	idx  int
 }
 
-// triggers are matched case-insensitively. Name keywords are what makes a
-// key or variable name secret; the rest start a pattern checked by regexp.
-func triggers() []trigger {
-	return []trigger{
-		{"key", ruleName}, {"token", ruleName}, {"secret", ruleName}, {"passw", ruleName},
-		{"pwd", ruleName}, {"credential", ruleName}, {"private", ruleName}, {"signature", ruleName},
-		{"cookie", ruleName}, {"authorization", ruleName}, {"sig", ruleName}, {"auth", ruleName},
-		{"bearer", ruleAuth}, {"basic", ruleAuth},
-		{"eyj", ruleJWT},
-		{"-----begin", rulePEM},
-		{"ls0tls1crudjti", ruleB64PEM}, // base64("-----BEGIN")
-		{"://", ruleURL},
-		{"akia", ruleToken}, {"asia", ruleToken}, {"ghp_", ruleToken}, {"gho_", ruleToken}, {"ghs_", ruleToken},
-		{"ghu_", ruleToken}, {"github_pat_", ruleToken}, {"xox", ruleToken}, {"aiza", ruleToken},
-	}
-}
-
-// Redactor rewrites lines. It is immutable and safe for concurrent use; the
+// Redactor rewrites text. It is immutable and safe for concurrent use; the
 // per-stream state lives in State.
 type Redactor struct {
-	// pair maps the first two lower-cased bytes of a trigger to a bit set of
-	// trigger indexes: the prefilter.
-	pair     [256 * 256]uint32
-	lower    [256]byte
+	// pairs maps the first two lower-cased bytes of a trigger literal to
+	// its bucket (index + 1): the prefilter.
+	pairs    [1 << 16]uint16
+	buckets  [][]uint16
 	triggers []trigger
+	// cls classifies bytes for base64 runs: clsB64 (alphanumerics),
+	// clsStd (+ /), clsURL (- _).
+	cls [256]uint8
 
-	auth, jwt, url, token *regexp.Regexp
+	names     nameRules
+	formats   []format
+	flags     []cmdFlag
+	pemPublic []string
+}
+
+const (
+	clsB64 = 1 << iota
+	clsStd
+	clsURL
+)
+
+// rules is everything a Redactor matches; tests build Redactors with one
+// entry removed to check that every entry is needed.
+type rules struct {
+	names     nameRules
+	formats   []format
+	flags     []cmdFlag
+	schemes   []string
+	dsn       []string
+	pemPublic []string
+}
+
+func defaultRules() rules {
+	return rules{names: defaultNameRules(), formats: formats(), flags: cmdFlags(), schemes: authSchemes(),
+		dsn: dsnMarkers(), pemPublic: publicPEMLabels()}
 }
 
 // New builds a Redactor.
-func New() *Redactor {
-	r := &Redactor{
-		auth:  regexp.MustCompile(`(?i)\b(bearer|basic)(\s+|%20|\+)([A-Za-z0-9\-._~+/]{6,}=*)`),
-		jwt:   regexp.MustCompile(`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`),
-		url:   regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@"'<>]+):([^\s@"'<>]+)@`),
-		token: regexp.MustCompile(`\b((?:AKIA|ASIA)[A-Z0-9]{16}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})`),
-	}
-	for i := range r.lower {
+func New() *Redactor { return newRedactor(defaultRules()) }
+
+func newRedactor(rs rules) *Redactor {
+	r := &Redactor{names: rs.names, formats: rs.formats, flags: rs.flags, pemPublic: rs.pemPublic}
+	for i := range r.cls {
 		b := byte(i)
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
+		switch {
+		case classOf(b) != clsOther:
+			r.cls[i] = clsB64
+		case b == '+' || b == '/':
+			r.cls[i] = clsStd
+		case b == '-' || b == '_':
+			r.cls[i] = clsURL
 		}
-		r.lower[i] = b
 	}
-	r.triggers = triggers()
-	for i, t := range r.triggers {
-		r.pair[int(t.lit[0])<<8|int(t.lit[1])] |= 1 << i
+	var ts []trigger
+	for i, w := range rs.names.words {
+		ts = append(ts, trigger{lit: w.word, kind: tName, idx: i})
+	}
+	for i, f := range rs.formats {
+		ts = append(ts, trigger{lit: strings.ToLower(f.prefix), kind: tFormat, idx: i})
+	}
+	for _, s := range rs.schemes {
+		ts = append(ts, trigger{lit: s, kind: tScheme})
+	}
+	for _, d := range rs.dsn {
+		ts = append(ts, trigger{lit: d, kind: tDSN})
+	}
+	for i, f := range rs.flags {
+		ts = append(ts, trigger{lit: strings.ToLower(f.flag), kind: tFlag, idx: i})
+	}
+	ts = append(ts,
+		trigger{lit: "://", kind: tURL},
+		trigger{lit: "-----begin ", kind: tPEMBegin}, trigger{lit: "---- begin ", kind: tPEMBegin},
+		trigger{lit: "-----end ", kind: tPEMEnd}, trigger{lit: "---- end ", kind: tPEMEnd},
+		trigger{lit: "ls0tls1crudjti", kind: tB64PEM},
+		trigger{lit: "private-lines:", kind: tPuTTY},
+	)
+	r.triggers = ts
+	for i, t := range ts {
+		k := uint16(t.lit[0])<<8 | uint16(t.lit[1])
+		if r.pairs[k] == 0 {
+			r.buckets = append(r.buckets, nil)
+			r.pairs[k] = uint16(len(r.buckets))
+		}
+		r.buckets[r.pairs[k]-1] = append(r.buckets[r.pairs[k]-1], uint16(i))
 	}
 	return r
 }
 
-// State carries what a line leaves open for the next ones: a PEM private key
-// block, a YAML block scalar under a secret key, or an env var list entry
-// whose name was secret and whose value is on the next line.
+// State carries what a line leaves open for the next ones.
 type State struct {
-	inPEM      int  // lines left to mask until "-----END" (0: not in a block)
-	blockOn    bool // in a YAML block scalar under a secret key ...
-	blockDepth int  // ... whose key is indented this much
-	envValue   bool // the previous line was "name: <SECRET NAME>"
+	pem     pemKind // in a PEM block ...
+	pemLeft int     // ... for at most this many more lines
+	// block: the lines indented deeper than blockDepth continue the value
+	// of a secret YAML key (a block scalar, a folded plain or quoted one).
+	block      bool
+	blockDepth int
+	// subtree: "auth:" with nothing after it; the values below it are
+	// masked unless harmless.
+	subtree      bool
+	subtreeDepth int
+	tomlDelim    string // in a TOML multi-line string under a secret key
+	envValue     bool   // the previous line was "name: <SECRET NAME>"
+	ppkLeft      int    // PuTTY private lines still to come
+	// keyRun: the previous line held key material, its last field after a
+	// prefix of shape keyShape; a short base64 line of the same shape
+	// after it is the block's last line.
+	keyRun   bool
+	keyShape uint64
+	// restOfLine: a value runs on past the part of an overlong line seen
+	// so far; the rest of the line is masked.
+	restOfLine bool
 }
 
-// pemMaxLines bounds a PEM block: a block whose END marker never comes (a
-// truncated log) must not swallow the rest of the file.
-const pemMaxLines = 200
+// span is a part of the text to mask; eol marks a value that runs to the
+// end of the line (it goes on in the next piece of a cut line).
+type span struct {
+	from, to int
+	eol      bool
+}
 
-type span struct{ from, to int }
+// lineCtx is the work on one line (or one window of an overlong line).
+type lineCtx struct {
+	r     *Redactor
+	line  []byte
+	st    *State
+	first bool // line[0] is the start of a line
+	spans []span
+	runs  []run
+	// publicRun: base64 known to be public (a certificate's), not key
+	// material.
+	publicRun   []span
+	keyMaterial bool
+	pemClosed   bool
+	field       field
+	hasEnd      bool // an END line of a secret block
+}
+
+func (c *lineCtx) add(from, to int, eol bool) {
+	if to > from {
+		c.spans = append(c.spans, span{from: from, to: to, eol: eol})
+	}
+}
 
 // Line appends the redacted line (without its newline) to dst and returns it
-// with the number of secrets masked.
+// with the number of secrets masked. It sees one line only: a stream goes
+// through a Writer, which also looks at the line after.
 func (r *Redactor) Line(dst, line []byte, st *State) ([]byte, int) {
-	if st.inPEM > 0 {
-		st.inPEM--
-		if i := bytes.Index(line, []byte("-----END")); i >= 0 {
-			st.inPEM = 0
-			return append(append(dst, Mask...), line[i:]...), 1
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			return append(dst, line...), 0
-		}
-		return append(dst, Mask...), 1
+	out, n, _ := r.redact(dst, line, 0, len(line), st, true, true)
+	return out, n
+}
+
+// String redacts a whole text (an error message, a small file) as a stream.
+func (r *Redactor) String(s string) (string, int) {
+	var b bytes.Buffer
+	w := r.NewWriter(&b)
+	_, _ = w.Write([]byte(s))
+	_ = w.Close()
+	return b.String(), w.Redactions()
+}
+
+// lineInfo is what the Writer needs to know about a redacted line.
+type lineInfo struct {
+	hasEnd bool // it holds the END line of a secret block
+}
+
+// redact appends text[from:to], redacted, to dst. text may hold context
+// before from and after to (the neighbouring pieces of an overlong line);
+// first and last say whether text starts and ends a line.
+func (r *Redactor) redact(dst, text []byte, from, to int, st *State, first, last bool) ([]byte, int, lineInfo) {
+	c := lineCtx{r: r, line: text, st: st, first: first}
+	if !first && st.restOfLine {
+		return append(dst, Mask...), boolInt(to > from), lineInfo{}
 	}
-	if st.blockOn {
-		if indent(line) > st.blockDepth || len(bytes.TrimSpace(line)) == 0 {
-			if len(bytes.TrimSpace(line)) == 0 {
-				return append(dst, line...), 0
-			}
-			return append(append(dst, line[:indent(line)]...), Mask...), 1
+	if first {
+		st.restOfLine = false
+		if c.continued() {
+			return c.apply(dst, from, to, last)
 		}
-		st.blockOn = false
 	}
 	envValue := st.envValue
 	st.envValue = false
+	child := first && st.subtree && c.inSubtree()
 
-	var spans []span
-	var hits uint32
-	// nameDone is where the last name (and its value) ended: a name is
-	// looked at once, however many keywords it contains, which keeps long
-	// lines linear.
-	nameDone := 0
-	for i := 0; i+1 < len(line); i++ {
-		m := r.pair[int(r.lower[line[i]])<<8|int(r.lower[line[i+1]])]
-		if m == 0 {
-			continue
-		}
-		for m != 0 {
-			ti := trailingZeros(m)
-			m &^= 1 << ti
-			t := r.triggers[ti]
-			if !r.hasPrefixFold(line[i:], t.lit) {
-				continue
-			}
-			hits |= 1 << t.rule
-			if t.rule == ruleName && i >= nameDone {
-				sp, ok, end := r.nameValue(line, i, len(t.lit), st)
-				nameDone = end
-				if ok {
-					spans = append(spans, sp)
-					if sp.from >= end && sp.from-end <= 8 {
-						// The value right after the name is masked whole.
-						nameDone = max(nameDone, sp.to)
-					}
-				}
-			}
-		}
-	}
+	c.scan()
 	if envValue {
-		if sp, ok := envValueLine(line, 0, len(line)); ok {
-			spans = append(spans, sp)
+		if sp, ok := envValueLine(text, 0, len(text)); ok {
+			c.add(sp.from, sp.to, sp.eol)
 		}
 	}
-	if hits == 0 && len(spans) == 0 {
-		return append(dst, line...), 0
+	if child {
+		c.childValue()
 	}
-	if hits&(1<<ruleAuth) != 0 {
-		for _, m := range r.auth.FindAllSubmatchIndex(line, -1) {
-			spans = append(spans, span{m[6], m[7]})
-		}
+	c.keyRuns()
+	if first {
+		c.pgpass()
+		c.runRule()
 	}
-	if hits&(1<<ruleJWT) != 0 {
-		for _, m := range r.jwt.FindAllIndex(line, -1) {
-			spans = append(spans, span{m[0], m[1]})
-		}
-	}
-	if hits&(1<<ruleURL) != 0 && bytes.IndexByte(line, '@') >= 0 {
-		for _, m := range r.url.FindAllSubmatchIndex(line, -1) {
-			spans = append(spans, span{m[4], m[5]})
-		}
-	}
-	if hits&(1<<ruleToken) != 0 {
-		for _, m := range r.token.FindAllIndex(line, -1) {
-			spans = append(spans, span{m[0], m[1]})
-		}
-	}
-	if hits&(1<<ruleB64PEM) != 0 {
-		spans = append(spans, base64PEM(line)...)
-	}
-	if hits&(1<<rulePEM) != 0 {
-		sp, open := pemSpan(line)
-		if sp.to > sp.from {
-			spans = append(spans, sp)
-		}
-		if open {
-			st.inPEM = pemMaxLines
-		}
-	}
-	return apply(dst, line, spans)
+	return c.apply(dst, from, to, last)
 }
 
-func (r *Redactor) hasPrefixFold(s []byte, lit string) bool {
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// continued handles a line that continues what an earlier line opened; it
+// reports whether the line is done.
+func (c *lineCtx) continued() bool {
+	st, line := c.st, c.line
+	blank := len(bytes.TrimSpace(line)) == 0
+	switch {
+	case st.ppkLeft > 0:
+		st.ppkLeft--
+		c.add(indent(line), len(bytes.TrimRight(line, " \t\r")), false)
+		c.keyMaterial = true
+		return true
+	case st.tomlDelim != "":
+		if i := bytes.Index(line, []byte(st.tomlDelim)); i >= 0 {
+			c.add(0, i, false)
+			st.tomlDelim = ""
+			return true
+		}
+		c.add(0, len(line), true)
+		return true
+	case st.pem != pemNone:
+		if c.inPEM() {
+			return true
+		}
+	}
+	if st.block {
+		if blank {
+			return true
+		}
+		if indent(line) > st.blockDepth {
+			c.add(indent(line), len(line), true)
+			return true
+		}
+		st.block = false
+	}
+	return false
+}
+
+// inSubtree reports a line below an "auth:" that opened a subtree, and ends
+// the subtree at a line that is not.
+func (c *lineCtx) inSubtree() bool {
+	line := c.line
+	if len(bytes.TrimSpace(line)) == 0 {
+		return false
+	}
+	in := indent(line)
+	if in > c.st.subtreeDepth || (in == c.st.subtreeDepth && bytes.HasPrefix(line[in:], []byte("- "))) {
+		return true
+	}
+	c.st.subtree = false
+	return false
+}
+
+// childValue masks the value of a line inside a secret subtree unless it is
+// harmless ("mode: Webhook" under "authorization:" stays).
+func (c *lineCtx) childValue() {
+	line := c.line
+	p := indent(line)
+	if bytes.HasPrefix(line[p:], []byte("- ")) {
+		p += 2
+	}
+	v := p
+	k := yamlKeyEnd(line, p)
+	if k >= 0 {
+		v = k + 1
+		for v < len(line) && isSpace(line[v]) {
+			v++
+		}
+	}
+	e := len(line)
+	if i := bytes.Index(line[v:], []byte(" #")); i >= 0 {
+		e = v + i
+	}
+	val := bytes.TrimSpace(line[v:e])
+	switch string(val) {
+	case "", "|", ">", "|-", ">-", "|+", ">+":
+		if len(val) > 0 {
+			c.st.block, c.st.blockDepth = true, indent(line)
+		}
+		return
+	}
+	// A list item is one of the secret things; a keyed value may be
+	// harmless ("mode: Webhook" under "authorization:").
+	if (k < 0 && !isNotSecretValue(val)) || !isHarmless(val) {
+		c.add(v, e, true)
+	}
+}
+
+// yamlKeyEnd finds the ':' ending a YAML key that starts at p, or -1.
+func yamlKeyEnd(line []byte, p int) int {
+	for i := p; i < len(line); i++ {
+		switch line[i] {
+		case ':':
+			if i+1 == len(line) || isSpace(line[i+1]) {
+				return i
+			}
+		case ' ', '\t':
+			if i+1 < len(line) && line[i+1] != ':' {
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+// scan walks the line once: trigger literals through the prefilter, and
+// runs of base64.
+func (c *lineCtx) scan() {
+	r, line := c.r, c.line
+	n := len(line)
+	stdStart, urlStart := -1, -1
+	urlSep := false
+	nameDone := 0
+	for i := 0; i < n; i++ {
+		b := line[i]
+		cl := r.cls[b]
+		if cl&(clsB64|clsStd) != 0 {
+			if stdStart < 0 {
+				stdStart = i
+			}
+		} else if stdStart >= 0 {
+			c.endRun(stdStart, i, false)
+			stdStart = -1
+		}
+		if cl&(clsB64|clsURL) != 0 {
+			if urlStart < 0 {
+				urlStart, urlSep = i, false
+			}
+			if cl == clsURL {
+				urlSep = true
+			}
+		} else if urlStart >= 0 {
+			if urlSep {
+				c.endRun(urlStart, i, true)
+			}
+			urlStart = -1
+		}
+		if i+1 == n {
+			break
+		}
+		k := r.pairs[uint16(lowerByte(b))<<8|uint16(lowerByte(line[i+1]))]
+		if k == 0 {
+			continue
+		}
+		for _, ti := range r.buckets[k-1] {
+			t := &r.triggers[ti]
+			if !hasPrefixFold(line[i:], t.lit) {
+				continue
+			}
+			if t.kind == tName {
+				if i >= nameDone {
+					nameDone = c.name(i, len(t.lit))
+				}
+				continue
+			}
+			c.hit(t, i)
+		}
+	}
+	if stdStart >= 0 {
+		c.endRun(stdStart, n, false)
+	}
+	if urlStart >= 0 && urlSep {
+		c.endRun(urlStart, n, true)
+	}
+}
+
+func (c *lineCtx) endRun(from, to int, url bool) {
+	need := minKeyRun
+	if url {
+		need = minURLKeyRun
+	}
+	if to-from < need {
+		return
+	}
+	for k := 0; k < 2 && to < len(c.line) && c.line[to] == '='; k++ {
+		to++
+	}
+	c.runs = append(c.runs, run{from: from, to: to, url: url})
+}
+
+func (c *lineCtx) hit(t *trigger, i int) {
+	line := c.line
+	switch t.kind {
+	case tFormat:
+		if e := c.r.formats[t.idx].match(line, i); e > 0 {
+			c.add(i, e, e == len(line))
+		}
+	case tScheme:
+		c.authCredential(i, len(t.lit))
+	case tURL:
+		c.userinfo(i)
+	case tDSN:
+		c.dsnAt(i)
+	case tFlag:
+		if f := &c.r.flags[t.idx]; bytes.HasPrefix(line[i:], []byte(f.flag)) {
+			c.cmdValue(f, i)
+		}
+	case tPEMBegin:
+		c.pemBegin(i)
+	case tPEMEnd:
+		if _, kind := c.r.pemEnd(line, i); kind == pemSecret {
+			c.hasEnd = true
+		}
+	case tB64PEM:
+		if bytes.HasPrefix(line[i:], []byte("LS0tLS1CRUdJTi")) {
+			c.base64PEM(i)
+		}
+	case tPuTTY:
+		c.puttyPrivate(i)
+	}
+}
+
+// runRule masks the last field of a line that continues key material: a
+// base64 field after a prefix of the same shape as the previous line's.
+func (c *lineCtx) runRule() {
+	st := c.st
+	f := lastField(c.line)
+	if st.keyRun && !c.keyMaterial && !c.hasEnd && f.b64 && f.to-f.from >= 8 && !plainWord(c.line[f.from:f.to]) && f.shape == st.keyShape {
+		c.add(f.from, f.to, false)
+		c.keyMaterial = true
+	}
+	st.keyRun = c.keyMaterial && !c.pemClosed && st.pem == pemNone
+	st.keyShape = f.shape
+}
+
+// pgpass masks the password of a .pgpass line, "host:port:db:user:password"
+// (':' inside a field is escaped as "\:").
+func (c *lineCtx) pgpass() {
+	line := c.line
+	if len(line) < 9 || line[0] == '#' || bytes.IndexAny(line, " \t") >= 0 || bytes.Count(line, []byte(":")) < 4 {
+		return
+	}
+	var starts [6]int
+	n := 1
+	for i := 0; i < len(line) && n < len(starts); i++ {
+		switch line[i] {
+		case '\\':
+			i++
+		case ':':
+			starts[n] = i + 1
+			n++
+		}
+	}
+	if n != 5 {
+		return
+	}
+	port := line[starts[1] : starts[2]-1]
+	if !(string(port) == "*" || (allDigits(port) && len(port) <= 5)) || starts[2] == starts[1]+len(port)+1 && starts[3]-starts[2] <= 1 {
+		return
+	}
+	hexPairs := 0
+	for k := 0; k < 4; k++ {
+		f := line[starts[k] : starts[k+1]-1]
+		if len(f) == 2 && isHex(f[0]) && isHex(f[1]) {
+			hexPairs++
+		}
+	}
+	if hexPairs >= 3 {
+		return // a MAC address
+	}
+	c.add(starts[4], len(line), false)
+}
+
+func isHex(b byte) bool {
+	return ('0' <= b && b <= '9') || ('a' <= b && b <= 'f') || ('A' <= b && b <= 'F')
+}
+
+func hasPrefixFold(s []byte, lit string) bool {
 	if len(s) < len(lit) {
 		return false
 	}
 	for i := 0; i < len(lit); i++ {
-		if r.lower[s[i]] != lit[i] {
+		if lowerByte(s[i]) != lit[i] {
 			return false
 		}
 	}
 	return true
 }
 
-func trailingZeros(m uint32) int {
-	n := 0
-	for m&1 == 0 {
-		m >>= 1
-		n++
-	}
-	return n
-}
-
-// apply replaces the spans (merged where they overlap) by Mask.
-func apply(dst, line []byte, spans []span) ([]byte, int) {
-	// Spans never take the whitespace around a secret: a mask must not join
-	// two words into one name that a second pass would read differently.
+// apply appends text[from:to] with the spans (merged where they overlap)
+// replaced by Mask.
+func (c *lineCtx) apply(dst []byte, from, to int, last bool) ([]byte, int, lineInfo) {
+	line, spans := c.line, c.spans
+	info := lineInfo{hasEnd: c.hasEnd}
 	for i := range spans {
+		if !last && spans[i].eol && spans[i].to >= len(line) {
+			c.st.restOfLine = true
+		}
+		// Spans never take the whitespace around a secret: a mask must
+		// not join two words into one name that a second pass would read
+		// differently.
 		for spans[i].from < spans[i].to && isSpace(line[spans[i].from]) {
 			spans[i].from++
 		}
 		for spans[i].to > spans[i].from && isSpace(line[spans[i].to-1]) {
 			spans[i].to--
 		}
-	}
-	if len(spans) == 0 {
-		return append(dst, line...), 0
+		spans[i].from = max(spans[i].from, from)
+		spans[i].to = min(spans[i].to, to)
 	}
 	// Insertion sort: a line has a handful of spans.
 	for i := 1; i < len(spans); i++ {
@@ -248,15 +561,13 @@ func apply(dst, line []byte, spans []span) ([]byte, int) {
 			spans[j], spans[j-1] = spans[j-1], spans[j]
 		}
 	}
-	n, pos := 0, 0
+	n, pos := 0, from
 	for i := 0; i < len(spans); {
 		sp := spans[i]
 		for i++; i < len(spans) && spans[i].from <= sp.to; i++ {
 			sp.to = max(sp.to, spans[i].to)
 		}
-		if sp.from < pos {
-			sp.from = pos
-		}
+		sp.from = max(sp.from, pos)
 		if sp.to <= sp.from {
 			continue
 		}
@@ -268,350 +579,5 @@ func apply(dst, line []byte, spans []span) ([]byte, int) {
 		dst = append(dst, Mask...)
 		pos = sp.to
 	}
-	return append(dst, line[pos:]...), n
-}
-
-// isFlag reports a command-line flag name: "--password".
-func isFlag(name []byte) bool {
-	return len(name) > 2 && name[0] == '-' && name[1] == '-' && (('a' <= name[2] && name[2] <= 'z') || ('A' <= name[2] && name[2] <= 'Z'))
-}
-
-func isNameByte(b byte) bool {
-	return b == '_' || b == '-' || b == '.' || ('a' <= b && b <= 'z') || ('A' <= b && b <= 'Z') || ('0' <= b && b <= '9')
-}
-
-// nameValue looks at the name around a keyword at line[at:at+n]; when the
-// name is followed by a separator and a value, it returns the value's span.
-// end is where the name ends.
-func (r *Redactor) nameValue(line []byte, at, n int, st *State) (sp span, ok bool, end int) {
-	s, e := at, at+n
-	for s > 0 && isNameByte(line[s-1]) {
-		s--
-	}
-	for e < len(line) && isNameByte(line[e]) {
-		e++
-	}
-	// A name that touches a mask was, before the first pass, part of a
-	// longer name: judge that one, so that a second pass changes nothing
-	// ("eyJ..jwt.sig=x" is not the SAS parameter "sig").
-	if xs, xe := extendOverMasks(line, s, e); (xs != s || xe != e) && !r.secretName(line[xs:xe], line[at:at+n]) {
-		return span{}, false, e
-	}
-	sp, ok = r.nameValueAt(line, s, e, at, n, st)
-	return sp, ok, e
-}
-
-func extendOverMasks(line []byte, s, e int) (int, int) {
-	for bytes.HasSuffix(line[:s], []byte(Mask)) {
-		s -= len(Mask)
-		for s > 0 && isNameByte(line[s-1]) {
-			s--
-		}
-	}
-	for bytes.HasPrefix(line[e:], []byte(Mask)) {
-		e += len(Mask)
-		for e < len(line) && isNameByte(line[e]) {
-			e++
-		}
-	}
-	return s, e
-}
-
-func (r *Redactor) nameValueAt(line []byte, s, e, at, n int, st *State) (span, bool) {
-	name := line[s:e]
-	if !r.secretName(name, line[at:at+n]) {
-		return span{}, false
-	}
-	// Closing quote(s) of a quoted key: "token": , 'token': , \"token\":
-	p := e
-	for p < len(line) && (line[p] == '"' || line[p] == '\'' || line[p] == '\\') && p-e < 3 {
-		p++
-	}
-	for p < len(line) && isSpace(line[p]) {
-		p++
-	}
-	if p >= len(line) {
-		return r.envName(line, s, st)
-	}
-	sep := line[p]
-	switch {
-	case sep == '=' || sep == ':':
-		if sep == ':' && p+2 < len(line) && line[p+1] == '/' && line[p+2] == '/' {
-			return span{}, false // a URL scheme, not a separator
-		}
-		p++
-		if sep == '=' && p < len(line) && line[p] == '=' {
-			return span{}, false // a comparison, "key == x"
-		}
-	case isFlag(name) && p > e:
-		// "--password value": a flag with its value after a space.
-	default:
-		// A secret-looking word as a value: "name: API_TOKEN" in a pod's env.
-		return r.envName(line, s, st)
-	}
-	for p < len(line) && isSpace(line[p]) {
-		p++
-	}
-	lname := bytes.ToLower(bytes.Trim(name, "-_."))
-	if string(lname) == "authorization" && p < len(line) && line[p] != '"' && line[p] != '\'' {
-		// A header value has spaces ("Basic xxx"): up to a quote or the end.
-		end := p
-		for end < len(line) && line[end] != '"' && line[end] != '\'' && line[end] != '\\' {
-			end++
-		}
-		if end > p {
-			return span{p, end}, true
-		}
-	}
-	// Values run to the end of the line in env files ("NAME=...") and YAML
-	// ("key: ..."), not after a flag ("--name=...").
-	whole := lineStartsAt(line, s) && (sep == ':' || !bytes.HasPrefix(name, []byte("-")))
-	v, ok := valueSpan(line, p, whole, sep)
-	if !ok {
-		// "token: |" starts a YAML block scalar under a secret key.
-		if sep == ':' && p < len(line) && (line[p] == '|' || line[p] == '>') && len(bytes.TrimSpace(line[p+1:])) <= 2 {
-			st.blockOn, st.blockDepth = true, indent(line)
-		}
-		return span{}, false
-	}
-	return v, true
-}
-
-// secretName reports whether a name containing keyword kw names a secret.
-func (r *Redactor) secretName(name, kw []byte) bool {
-	lname := bytes.ToLower(bytes.Trim(name, "-_."))
-	switch string(bytes.ToLower(kw)) {
-	case "sig":
-		return string(lname) == "sig" // an Azure SAS signature parameter; not "signal", "design"
-	case "authorization":
-		return string(lname) == "authorization" // the header; not --authorization-mode
-	case "auth":
-		// Registry credentials ("auth": base64(user:password)) and basic_auth;
-		// not "authentication" or "authorization-mode".
-		return bytes.HasSuffix(lname, []byte("auth"))
-	case "key":
-		// Public keys and key identifiers of public material are not secret;
-		// "monkey" or "keyboard" are harmless to mask but "public_key" data
-		// helps debugging.
-		if bytes.Contains(lname, []byte("public")) {
-			return false
-		}
-	}
-	// Names of paths to secrets are not secrets: --tls-private-key-file=...
-	for _, suf := range []string{"file", "path", "dir", "files", "paths"} {
-		if bytes.HasSuffix(lname, []byte(suf)) {
-			return false
-		}
-	}
-	return true
-}
-
-// lineStartsAt reports whether only indentation, "export " or a YAML list
-// dash precede position s: then the value runs to the end of the line, as
-// in env files and YAML.
-func lineStartsAt(line []byte, s int) bool {
-	pre := bytes.TrimLeft(line[:s], " \t")
-	pre = bytes.TrimPrefix(pre, []byte("- "))
-	pre = bytes.TrimPrefix(pre, []byte("export "))
-	pre = bytes.Trim(pre, `"'`)
-	return len(pre) == 0
-}
-
-// notSecret reports values that carry nothing to hide (flags, empties, the
-// mask itself).
-func notSecret(v []byte) bool {
-	switch string(v) {
-	case "", "true", "false", "null", "nil", "none", "~", "{}", "[]", "[redacted]":
-		return true
-	}
-	return false
-}
-
-// valueSpan finds the value starting at p.
-func valueSpan(line []byte, p int, wholeLine bool, sep byte) (span, bool) {
-	if p >= len(line) || bytes.HasPrefix(line[p:], []byte(Mask)) {
-		return span{}, false
-	}
-	var sp span
-	switch {
-	case line[p] == '\\' && p+1 < len(line) && line[p+1] == '"':
-		// \"escaped JSON\" inside a log message
-		end := bytes.Index(line[p+2:], []byte(`\"`))
-		if end < 0 {
-			sp = span{p + 2, len(line)}
-		} else {
-			sp = span{p + 2, p + 2 + end}
-		}
-	case line[p] == '"' || line[p] == '\'':
-		q := line[p]
-		end := len(line)
-		for i := p + 1; i < len(line); i++ {
-			if line[i] == '\\' {
-				i++
-				continue
-			}
-			if line[i] == q {
-				end = i
-				break
-			}
-		}
-		sp = span{p + 1, end}
-	case wholeLine:
-		end := len(line)
-		// A YAML or shell comment after the value.
-		if i := bytes.Index(line[p:], []byte(" #")); i >= 0 {
-			end = p + i
-		}
-		sp = span{p, end}
-		for sp.to > sp.from && (line[sp.to-1] == ' ' || line[sp.to-1] == '\t' || line[sp.to-1] == '\r' || line[sp.to-1] == ',') {
-			sp.to--
-		}
-	default:
-		end := p
-		for end < len(line) && !isStop(line[end]) {
-			end++
-		}
-		sp = span{p, end}
-	}
-	v := bytes.ToLower(line[sp.from:sp.to])
-	if notSecret(v) {
-		return span{}, false
-	}
-	if sep == ':' && (string(v) == "|" || string(v) == ">" || string(v) == "|-" || string(v) == ">-") {
-		return span{}, false
-	}
-	return sp, true
-}
-
-func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\r' || b == '\v' || b == '\f' }
-
-func isStop(b byte) bool {
-	switch b {
-	case ' ', '\t', '\r', ',', ';', '&', '"', '\'', '}', ')', ']', '>', '<', '\\':
-		return true
-	}
-	return false
-}
-
-// envName handles a secret-looking word that is the value of a "name" key:
-// the env var's value follows, in the same JSON object (its span is
-// returned) or on the next line (State remembers it).
-func (r *Redactor) envName(line []byte, s int, st *State) (span, bool) {
-	pre := bytes.TrimRight(line[:s], ` "'\`)
-	pre = bytes.TrimRight(pre, " \t")
-	if !bytes.HasSuffix(pre, []byte(":")) && !bytes.HasSuffix(pre, []byte("=")) {
-		return span{}, false
-	}
-	pre = bytes.TrimRight(pre[:len(pre)-1], ` "'\`)
-	if len(pre) < 4 || !bytes.EqualFold(pre[len(pre)-4:], []byte("name")) {
-		return span{}, false
-	}
-	// The value is near in a JSON env entry; a bounded look keeps a long
-	// line of names linear.
-	if sp, ok := envValueLine(line, s, min(len(line), s+512)); ok {
-		return sp, true
-	}
-	st.envValue = true
-	return span{}, false
-}
-
-// envValueLine finds the value in "value: x" (YAML, the line after a secret
-// env name) or "value":"x" (JSON, the same line) of an env entry.
-func envValueLine(line []byte, from, searchEnd int) (span, bool) {
-	i := bytes.Index(line[from:searchEnd], []byte("value"))
-	if i < 0 {
-		return span{}, false
-	}
-	i += from
-	p := i + len("value")
-	for p < len(line) && (line[p] == '"' || line[p] == '\'' || line[p] == '\\') {
-		p++
-	}
-	for p < len(line) && isSpace(line[p]) {
-		p++
-	}
-	if p >= len(line) || (line[p] != ':' && line[p] != '=') {
-		return span{}, false
-	}
-	p++
-	for p < len(line) && isSpace(line[p]) {
-		p++
-	}
-	return valueSpan(line, p, lineStartsAt(line, i), ':')
-}
-
-// pemSpan masks a private key's body; open reports a block that continues
-// on the next lines.
-func pemSpan(line []byte) (sp span, open bool) {
-	b := bytes.Index(line, []byte("-----BEGIN"))
-	if b < 0 {
-		return span{}, false
-	}
-	// The label of a PEM header is upper case words: "-----BEGIN EC PRIVATE KEY-----".
-	hdrEnd := 0
-	for b+10+hdrEnd < len(line) {
-		c := line[b+10+hdrEnd]
-		if c != ' ' && !('A' <= c && c <= 'Z') && !('0' <= c && c <= '9') {
-			break
-		}
-		hdrEnd++
-	}
-	if !bytes.HasPrefix(line[b+10+hdrEnd:], []byte("-----")) {
-		return span{}, false
-	}
-	hdr := line[b : b+10+hdrEnd]
-	if !bytes.Contains(hdr, []byte("PRIVATE KEY")) && !bytes.Contains(hdr, []byte("ENCRYPTED")) {
-		return span{}, false
-	}
-	from := b + 10 + hdrEnd + 5
-	if bytes.HasPrefix(bytes.TrimSpace(line[from:]), []byte(Mask)) {
-		return span{}, false // redacted already
-	}
-	if e := bytes.Index(line[from:], []byte("-----END")); e >= 0 {
-		return span{from, from + e}, false
-	}
-	if len(bytes.TrimSpace(line[from:])) == 0 {
-		return span{}, true
-	}
-	return span{from, len(line)}, true
-}
-
-// base64PEM masks base64 blobs that decode to a PEM private key (kubeconfig
-// client-key-data, Secrets in JSON); certificates stay readable.
-func base64PEM(line []byte) []span {
-	var out []span
-	for off := 0; ; {
-		i := bytes.Index(line[off:], []byte("LS0tLS1CRUdJTi"))
-		if i < 0 {
-			return out
-		}
-		i += off
-		end := i
-		for end < len(line) && isBase64(line[end]) {
-			end++
-		}
-		head := line[i:min(end, i+80)]
-		head = head[:len(head)/4*4]
-		dec := make([]byte, base64.StdEncoding.DecodedLen(len(head)))
-		n, _ := base64.StdEncoding.Decode(dec, head)
-		if bytes.Contains(dec[:n], []byte("PRIVATE KEY")) || bytes.Contains(dec[:n], []byte("ENCRYPTED")) || n < 20 {
-			out = append(out, span{i, end})
-		}
-		off = end
-		if off >= len(line) {
-			return out
-		}
-	}
-}
-
-func isBase64(b byte) bool {
-	return b == '+' || b == '/' || b == '=' || ('a' <= b && b <= 'z') || ('A' <= b && b <= 'Z') || ('0' <= b && b <= '9')
-}
-
-func indent(line []byte) int {
-	n := 0
-	for n < len(line) && (line[n] == ' ' || line[n] == '\t') {
-		n++
-	}
-	return n
+	return append(dst, line[pos:to]...), n, info
 }

@@ -2,7 +2,7 @@ package redact
 
 import (
 	"bytes"
-	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -19,97 +19,116 @@ func redactAll(r *Redactor, text string) (string, int) {
 	return out.String(), w.Redactions()
 }
 
-func TestLine(t *testing.T) {
+// TestCases runs the whole table: innocent lines unchanged, every secret
+// form masked, and masking twice changes nothing.
+func TestCases(t *testing.T) {
 	r := New()
-	cases := []struct{ name, in, want string }{
-		// Nothing to hide: copied as is.
-		{"plain", "kubelet started in 3s", "kubelet started in 3s"},
-		{"empty", "", ""},
-		{"flags without secrets", "--authorization-mode=Webhook --authentication-token-webhook=true", "--authorization-mode=Webhook --authentication-token-webhook=true"},
-		{"path to a key", "--tls-private-key-file=/var/lib/kubelet/pki/kubelet.key", "--tls-private-key-file=/var/lib/kubelet/pki/kubelet.key"},
-		{"words that contain sig", "received signal 15, design ok", "received signal 15, design ok"},
-		{"public key", "ssh_public_key=ssh-ed25519 AAAA", "ssh_public_key=ssh-ed25519 AAAA"},
-		{"key comparison", "if key == other", "if key == other"},
-
-		// Headers and tokens.
-		{"bearer header", "Authorization: Bearer abcdef0123456789", "Authorization: [REDACTED]"},
-		{"bearer in log", `msg="request failed" header="Bearer s3cr3tT0kenValue"`, `msg="request failed" header="Bearer [REDACTED]"`},
-		{"basic", "curl -H 'authorization: Basic dXNlcjpwYXNzd29yZA=='", "curl -H 'authorization: [REDACTED]'"},
-		{"jwt", "token is eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJl done", "token is [REDACTED] done"},
-		{"aws key id", "creds AKIAIOSFODNN7EXAMPLE used", "creds [REDACTED] used"},
-		{"github token", "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "[REDACTED]"},
-
-		// key=value forms.
-		{"env", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_SECRET_ACCESS_KEY=[REDACTED]"},
-		{"env with spaces", "DB_PASSWORD=correct horse battery", "DB_PASSWORD=[REDACTED]"},
-		{"export", `export GITHUB_TOKEN="abc def"`, `export GITHUB_TOKEN="[REDACTED]"`},
-		{"logfmt", `level=info api_key=abc123 user=bob`, `level=info api_key=[REDACTED] user=bob`},
-		{"flag", "kubeadm join --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:1234", "kubeadm join --token [REDACTED] --discovery-token-ca-cert-hash [REDACTED]"},
-		{"flag equals", "--password=hunter2 --user=x", "--password=[REDACTED] --user=x"},
-		{"yaml", "    token: 0123456789abcdef  # bootstrap", "    token: [REDACTED]  # bootstrap"},
-		{"kubeconfig client key data", "    client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=", "    client-key-data: [REDACTED]"},
-		{"kubeconfig cert data stays", "    client-certificate-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM=", "    client-certificate-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM="},
-		{"json", `{"name":"x","password":"p@ss\"word","n":1}`, `{"name":"x","password":"[REDACTED]","n":1}`},
-		{"escaped json", `msg="{\"apiKey\": \"abc123\"}"`, `msg="{\"apiKey\": \"[REDACTED]\"}"`},
-		{"env list json", `{"name":"API_TOKEN","value":"abc123"}`, `{"name":"API_TOKEN","value":"[REDACTED]"}`},
-		{"presigned url", "PUT https://b.s3.amazonaws.com/x?X-Amz-Credential=AKIA/20240101&X-Amz-Signature=deadbeef&X-Amz-Security-Token=FwoG", "PUT https://b.s3.amazonaws.com/x?X-Amz-Credential=[REDACTED]&X-Amz-Signature=[REDACTED]&X-Amz-Security-Token=[REDACTED]"},
-		{"sas", "https://a.blob.core.windows.net/c?sv=2020&sig=abc%2Bdef", "https://a.blob.core.windows.net/c?sv=2020&sig=[REDACTED]"},
-		{"url password", "proxy http://user:hunter2@proxy.local:3128", "proxy http://user:[REDACTED]@proxy.local:3128"},
-		{"one-line pem", `"key":"-----BEGIN PRIVATE KEY-----\nMIIEv\n-----END PRIVATE KEY-----\n"`, `"key":"[REDACTED]"`},
-		{"one-line pem, no key context", `x=-----BEGIN EC PRIVATE KEY-----MHcCAQ-----END EC PRIVATE KEY-----`, `x=-----BEGIN EC PRIVATE KEY-----[REDACTED]-----END EC PRIVATE KEY-----`},
-		{"certificate pem stays", "-----BEGIN CERTIFICATE-----", "-----BEGIN CERTIFICATE-----"},
-		{"already masked", "token=[REDACTED]", "token=[REDACTED]"},
-		{"docker auth", `{"auths":{"r.io":{"auth":"dXNlcjpwYXNz"}}}`, `{"auths":{"r.io":{"auth":"[REDACTED]"}}}`},
-		{"toml auth", `  auth = "dXNlcjpwYXNz"`, `  auth = "[REDACTED]"`},
-		{"authentication stays", "authentication: webhook", "authentication: webhook"},
-	}
-	for _, tc := range cases {
+	seen := map[string]bool{}
+	for _, tc := range allCases() {
+		if seen[tc.name] {
+			t.Fatalf("two cases named %q", tc.name)
+		}
+		seen[tc.name] = true
 		t.Run(tc.name, func(t *testing.T) {
-			var st State
-			got, _ := r.Line(nil, []byte(tc.in), &st)
-			if string(got) != tc.want {
-				t.Errorf("\n in: %s\ngot: %s\nwant: %s", tc.in, got, tc.want)
+			got, n := redactAll(r, tc.in)
+			if got != tc.want {
+				t.Errorf("\n in: %q\ngot: %q\nwant: %q", tc.in, got, tc.want)
+			}
+			if want := strings.Count(tc.want, Mask) - strings.Count(tc.in, Mask); n != want {
+				t.Errorf("counted %d redactions, want %d", n, want)
+			}
+			if again, n := redactAll(r, got); again != got || n != 0 {
+				t.Errorf("a second pass changed the text (%d more):\n1st: %q\n2nd: %q", n, got, again)
 			}
 		})
 	}
 }
 
-func TestMultiLine(t *testing.T) {
-	r := New()
-	cases := []struct{ name, in, want string }{
-		{"pem block", "ca ok\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabcdef\n-----END RSA PRIVATE KEY-----\nafter\n",
-			"ca ok\n-----BEGIN RSA PRIVATE KEY-----\n[REDACTED]\n[REDACTED]\n[REDACTED]-----END RSA PRIVATE KEY-----\nafter\n"},
-		{"yaml env list", "env:\n- name: AWS_SECRET_ACCESS_KEY\n  value: wJalrXUtnFEMI\n- name: REGION\n  value: us-east-1\n",
-			"env:\n- name: AWS_SECRET_ACCESS_KEY\n  value: [REDACTED]\n- name: REGION\n  value: us-east-1\n"},
-		{"yaml block scalar", "data:\n  token: |\n    line1\n    line2\n  other: x\n",
-			"data:\n  token: |\n    [REDACTED]\n    [REDACTED]\n  other: x\n"},
-		{"kubeconfig", strings.Join([]string{
-			"users:",
-			"- name: kubelet",
-			"  user:",
-			"    client-certificate-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM=",
-			"    client-key-data: " + base64.StdEncoding.EncodeToString([]byte("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEI\n-----END EC PRIVATE KEY-----\n")),
-			"    token: abcdef.0123456789abcdef",
-			"",
-		}, "\n"), strings.Join([]string{
-			"users:",
-			"- name: kubelet",
-			"  user:",
-			"    client-certificate-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM=",
-			"    client-key-data: [REDACTED]",
-			"    token: [REDACTED]",
-			"",
-		}, "\n")},
-		{"unterminated pem stops", "-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("x\n", pemMaxLines+2),
-			"-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("[REDACTED]\n", pemMaxLines) + "x\nx\n"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, _ := redactAll(r, tc.in)
-			if got != tc.want {
-				t.Errorf("\n in: %q\ngot: %q\nwant: %q", tc.in, got, tc.want)
+// TestEveryEntryIsNeeded removes each entry of every rule list in turn and
+// checks that some case then fails: an entry without a case, or one whose
+// cases another entry covers, is found here.
+func TestEveryEntryIsNeeded(t *testing.T) {
+	cases := allCases()
+	fails := func(rs rules) bool {
+		r := newRedactor(rs)
+		for _, tc := range cases {
+			if got, _ := redactAll(r, tc.in); got != tc.want {
+				return true
 			}
-		})
+		}
+		return false
+	}
+	if fails(defaultRules()) {
+		t.Fatal("the full rules fail a case (see TestCases)")
+	}
+	type mutation struct {
+		name   string
+		mutate func(rs *rules)
+	}
+	var ms []mutation
+	for i := range secretWords() {
+		ms = append(ms, mutation{"secret word " + secretWords()[i].word, func(rs *rules) { rs.names.words = without(rs.names.words, i) }})
+	}
+	for i := range qualifierWords() {
+		ms = append(ms, mutation{"qualifier " + qualifierWords()[i], func(rs *rules) { rs.names.qualifiers = without(rs.names.qualifiers, i) }})
+	}
+	for i := range publicWords() {
+		ms = append(ms, mutation{"public word " + publicWords()[i], func(rs *rules) { rs.names.public = without(rs.names.public, i) }})
+	}
+	for i := range strongWords() {
+		ms = append(ms, mutation{"strong word " + strongWords()[i], func(rs *rules) { rs.names.strong = without(rs.names.strong, i) }})
+	}
+	for i := range exemptNames() {
+		ms = append(ms, mutation{"exempt name " + exemptNames()[i].name, func(rs *rules) { rs.names.exempt = without(rs.names.exempt, i) }})
+	}
+	for i := range formats() {
+		ms = append(ms, mutation{"format " + formats()[i].name, func(rs *rules) { rs.formats = without(rs.formats, i) }})
+	}
+	for i := range cmdFlags() {
+		f := cmdFlags()[i]
+		ms = append(ms, mutation{fmt.Sprintf("command flag %s %s", f.tool, f.flag), func(rs *rules) { rs.flags = without(rs.flags, i) }})
+	}
+	for i := range authSchemes() {
+		ms = append(ms, mutation{"auth scheme " + authSchemes()[i], func(rs *rules) { rs.schemes = without(rs.schemes, i) }})
+	}
+	for i := range dsnMarkers() {
+		ms = append(ms, mutation{"DSN marker " + dsnMarkers()[i], func(rs *rules) { rs.dsn = without(rs.dsn, i) }})
+	}
+	for i := range publicPEMLabels() {
+		ms = append(ms, mutation{"public PEM label " + publicPEMLabels()[i], func(rs *rules) { rs.pemPublic = without(rs.pemPublic, i) }})
+	}
+	for _, m := range ms {
+		rs := defaultRules()
+		m.mutate(&rs)
+		if !fails(rs) {
+			t.Errorf("without %s every case still passes: give it a case of its own", m.name)
+		}
+	}
+}
+
+func without[T any](s []T, i int) []T {
+	out := append([]T(nil), s[:i]...)
+	return append(out, s[i+1:]...)
+}
+
+// TestNameParts checks the split into whole parts.
+func TestNameParts(t *testing.T) {
+	for in, want := range map[string]string{
+		"VAULT_AUTH_TOKEN":       "vault auth token",
+		"signingKey":             "signing key",
+		"APIKey":                 "api key",
+		"X-Auth-Token":           "x auth token",
+		"oauth2ClientSecret":     "oauth 2 client secret",
+		"AWSSecretAccessKey":     "aws secret access key",
+		"KEYBOARD_LAYOUT":        "keyboard layout",
+		"--tls-private-key-file": "tls private key file",
+		"fs.s3a.secret.key":      "fs s 3 a secret key",
+	} {
+		var parts []string
+		eachPart([]byte(in), func(p []byte) { parts = append(parts, string(p)) })
+		if got := strings.Join(parts, " "); got != want {
+			t.Errorf("parts of %s = %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -134,35 +153,94 @@ func TestWriterSplitsWrites(t *testing.T) {
 	}
 }
 
-func TestWriterLongLine(t *testing.T) {
+// TestWriterLongLines plants secrets around the cuts of overlong lines: a
+// secret across a cut, a name before the cut and its value after, a value
+// that runs to the end of the line over several pieces.
+func TestWriterLongLines(t *testing.T) {
 	r := New()
-	long := strings.Repeat("abcdefgh ", MaxLine/9+10) + "secret=xyz123"
-	got, n := redactAll(r, long)
-	if strings.Contains(got, "xyz123") || n != 1 {
-		t.Fatalf("secret after a cut survived (n=%d)", n)
-	}
-	if strings.ReplaceAll(got, "\n", "") == "" {
-		t.Fatal("lost content")
+	const maxLine = 1 << 12
+	filler := func(n int) string { return strings.Repeat("abcdefg ", n/8+1)[:n] }
+	secret := "S3cr3tV4lueXyZ9q"
+	for _, tc := range []struct {
+		name string
+		line string
+	}{
+		{"value after the cut", filler(maxLine-30) + ` "password": "` + secret + `" ` + filler(3*maxLine)},
+		{"token across the cut", filler(maxLine-10) + " ghp_" + strings.Repeat("a1", 18) + " " + filler(3*maxLine)},
+		{"key material across the cut", filler(maxLine-20) + " " + b64(9, 400) + " " + filler(3*maxLine)},
+		{"whole-line value over pieces", "DB_PASSWORD=" + strings.Repeat(secret+" ", 3*maxLine/len(secret))},
+		{"quoted value over the cut", filler(maxLine-8) + ` token="` + secret + strings.Repeat("x", 2*Overlap) + `" ` + filler(maxLine)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, chunk := range []int{1 << 20, 777} {
+				var out bytes.Buffer
+				w := r.NewWriter(&out)
+				w.maxLine = maxLine
+				in := []byte(tc.line + "\nafter\n")
+				for len(in) > 0 {
+					n := min(chunk, len(in))
+					if _, err := w.Write(in[:n]); err != nil {
+						t.Fatal(err)
+					}
+					in = in[n:]
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				got := out.String()
+				for _, s := range []string{secret, "ghp_a1a1a1a1", b64(9, 400)[100:108], b64(9, 400)[380:388]} {
+					if strings.Contains(got, s) {
+						t.Fatalf("chunk %d: %q survived", chunk, s)
+					}
+				}
+				if !strings.HasSuffix(got, "\nafter\n") {
+					t.Fatalf("chunk %d: the next line is lost: %q", chunk, got[max(0, len(got)-40):])
+				}
+			}
+		})
 	}
 }
 
-func BenchmarkWriter(b *testing.B) {
+// TestContext: a key block whose BEGIN line is only in the context is masked
+// in what follows; the context itself is not written.
+func TestContext(t *testing.T) {
 	r := New()
-	var sb strings.Builder
-	for sb.Len() < 1<<20 {
-		sb.WriteString("Jun 12 10:00:01 node kubelet[1034]: I0612 10:00:01.123456    1034 kubelet.go:2345] \"SyncLoop (PLEG): event for pod\" pod=\"kube-system/coredns-5d78c9869d-abcde\" event={\"ID\":\"1f2e\",\"Type\":\"ContainerStarted\"}\n")
-		sb.WriteString("Jun 12 10:00:01 node containerd[812]: time=\"2024-06-12T10:00:01Z\" level=info msg=\"StartContainer for \\\"abc\\\" returns successfully\"\n")
+	body := pemBody(11, 3)
+	var out bytes.Buffer
+	w := r.NewWriter(&out)
+	if err := w.Context([]byte("before\n  token: |\n")); err != nil {
+		t.Fatal(err)
 	}
-	data := []byte(sb.String())
-	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		w := r.NewWriter(ioDiscard{})
-		_, _ = w.Write(data)
-		_ = w.Close()
+	if _, err := w.Write([]byte("    wordsofasecret\n  other: x\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "    [REDACTED]\n  other: x\n"; got != want {
+		t.Fatalf("yaml block in context: got %q, want %q", got, want)
+	}
+	out.Reset()
+	w = r.NewWriter(&out)
+	_ = w.Context([]byte("-----BEGIN PRIVATE KEY-----\n" + body[0] + "\n"))
+	_, _ = w.Write([]byte(body[1] + "\nshort1\n-----END PRIVATE KEY-----\n"))
+	_ = w.Close()
+	if got, want := out.String(), Mask+"\n"+Mask+"\n-----END PRIVATE KEY-----\n"; got != want {
+		t.Fatalf("pem in context: got %q, want %q", got, want)
+	}
+	if w.Redactions() != 2 {
+		t.Fatalf("redactions = %d, want 2 (the context's are not counted)", w.Redactions())
 	}
 }
 
-type ioDiscard struct{}
-
-func (ioDiscard) Write(p []byte) (int, error) { return len(p), nil }
+// TestLine is the one-line API (used for error messages).
+func TestLine(t *testing.T) {
+	var st State
+	got, n := New().Line(nil, []byte("dial failed: password=hunter2"), &st)
+	if string(got) != "dial failed: password=[REDACTED]" || n != 1 {
+		t.Fatalf("got %q, %d", got, n)
+	}
+	if s, n := New().String("a\ntoken: x1\n"); s != "a\ntoken: [REDACTED]\n" || n != 1 {
+		t.Fatalf("String: %q, %d", s, n)
+	}
+}
