@@ -130,7 +130,9 @@ func Run(ctx context.Context, collectors []Collector, b *bundle.Writer, opts Opt
 	for done := 1; done <= len(collectors); done++ {
 		f := <-results
 		for _, file := range f.closed {
-			entry := bundle.FileEntry{Path: file.name, Redactions: file.redactions, Source: file.source, Note: file.note}
+			// Sources and notes come from the host too (a path, a tool's
+			// arguments): the manifest is redacted like every entry.
+			entry := bundle.FileEntry{Path: file.name, Redactions: file.redactions, Source: redactString(opts.Redactor, file.source), Note: redactString(opts.Redactor, file.note)}
 			truncated, size, err := b.AddFile(file.name, file.spool)
 			entry.Bytes = size
 			switch {
@@ -157,6 +159,14 @@ func Run(ctx context.Context, collectors []Collector, b *bundle.Writer, opts Opt
 		}
 	}
 	return out, redactions, nil
+}
+
+func redactString(r *redact.Redactor, s string) string {
+	if s == "" {
+		return s
+	}
+	out, _ := r.String(s)
+	return out
 }
 
 func joinNote(a, b string) string {
@@ -220,12 +230,10 @@ func runOne(ctx context.Context, idx int, c Collector, opts Options) finished {
 	case err != nil:
 		res.Error = err.Error()
 	}
-	if res.Error != "" {
-		// Errors carry a tool's stderr and go into status: redact them too.
-		var st redact.State
-		red, _ := opts.Redactor.Line(nil, []byte(res.Error), &st)
-		res.Error = string(red)
-	}
+	// Errors carry a tool's stderr and go into status, skip reasons a
+	// runtime's message: redact them too.
+	res.Error = redactString(opts.Redactor, res.Error)
+	res.Skipped = redactString(opts.Redactor, res.Skipped)
 	return finished{idx: idx, res: res, out: out, closed: closed}
 }
 
@@ -341,6 +349,12 @@ type File struct {
 
 // Write implements io.Writer.
 func (f *File) Write(p []byte) (int, error) { return f.rw.Write(p) }
+
+// Context feeds the redactor what precedes the part of a source this file
+// gets (the bytes before a tail window) without writing it: a key block or
+// YAML block opened there is masked in what follows. Call it before Write;
+// p should end at a line end.
+func (f *File) Context(p []byte) error { return f.rw.Context(p) }
 
 // Full reports that the per-file limit was reached.
 func (f *File) Full() bool {

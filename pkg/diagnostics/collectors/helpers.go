@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
+	"nodemend.dev/nodemend/pkg/diagnostics/redact"
 )
 
 // hostPath is rel (slash-separated, relative to the host's /) under the
@@ -101,15 +102,13 @@ func copyHostFile(ctx context.Context, out *collect.Output, rel, path string, ta
 	var src io.Reader = f
 	if size := st.Size(); size > 0 {
 		if tail > 0 && size > tail {
-			if _, err := f.Seek(size-tail, io.SeekStart); err != nil {
+			br, kept, err := tailWindow(f, size, tail, dst)
+			if err != nil {
 				dst.Close()
 				return err
 			}
-			br := bufio.NewReaderSize(f, 64<<10)
-			// Start on a whole line.
-			skipped, _ := br.ReadSlice('\n')
-			dst.Note(fmt.Sprintf("last %s of %s", human(tail-int64(len(skipped))), human(size)))
-			src = io.LimitReader(br, tail-int64(len(skipped)))
+			dst.Note(fmt.Sprintf("last %s of %s", human(kept), human(size)))
+			src = io.LimitReader(br, kept)
 		} else {
 			// A log that grows while it is copied is copied as it was.
 			src = io.LimitReader(f, size)
@@ -126,6 +125,44 @@ func copyHostFile(ctx context.Context, out *collect.Output, rel, path string, ta
 		return fmt.Errorf("/%s: %w", rel, err)
 	}
 	return nil
+}
+
+// tailWindow positions f at the first whole line of its last tail bytes and
+// feeds what comes before (redact.ContextBytes of it, from a line start) to
+// the redactor as context: a key block or a YAML block under a secret key
+// that the window cuts into is still masked. It returns the reader of the
+// window and the window's size.
+func tailWindow(f *os.File, size, tail int64, dst *collect.File) (*bufio.Reader, int64, error) {
+	start := size - tail
+	ctxStart := max(0, start-redact.ContextBytes)
+	if _, err := f.Seek(ctxStart, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	br := bufio.NewReaderSize(f, 64<<10)
+	ctx := make([]byte, start-ctxStart, start-ctxStart+4096)
+	if _, err := io.ReadFull(br, ctx); err != nil {
+		return nil, 0, err
+	}
+	// The window starts on a whole line: the line cut by its start goes to
+	// the context.
+	for {
+		part, err := br.ReadSlice('\n')
+		ctx = append(ctx, part...)
+		if err != bufio.ErrBufferFull {
+			break
+		}
+	}
+	kept := size - ctxStart - int64(len(ctx))
+	if ctxStart > 0 {
+		// The context itself starts on a whole line.
+		if i := bytes.IndexByte(ctx, '\n'); i >= 0 {
+			ctx = ctx[i+1:]
+		}
+	}
+	if err := dst.Context(ctx); err != nil {
+		return nil, 0, err
+	}
+	return br, max(kept, 0), nil
 }
 
 // ctxReader stops a long copy when the collector's time is up.
@@ -150,6 +187,13 @@ func commandCollector(e *Env, category, name, file, tool string, args ...string)
 }
 
 func runTool(ctx context.Context, e *Env, out *collect.Output, file, tool string, args ...string) error {
+	return runToolWith(ctx, e, out, file, nil, tool, args...)
+}
+
+// runToolWith is runTool with the tool's output going through wrap(file)
+// (nil: straight into the file); a wrapper that is an io.Closer is closed
+// when the tool ends.
+func runToolWith(ctx context.Context, e *Env, out *collect.Output, file string, wrap func(*collect.File) io.Writer, tool string, args ...string) error {
 	if _, err := e.Commands.LookPath(tool); err != nil {
 		return collect.Skip("%s not installed", tool)
 	}
@@ -158,7 +202,16 @@ func runTool(ctx context.Context, e *Env, out *collect.Output, file, tool string
 		return err
 	}
 	dst.SetSource(strings.Join(append([]string{tool}, args...), " "))
-	err = e.Commands.Run(ctx, tool, args, dst)
+	var w io.Writer = dst
+	if wrap != nil {
+		w = wrap(dst)
+	}
+	err = e.Commands.Run(ctx, tool, args, w)
+	if c, ok := w.(io.Closer); ok && w != io.Writer(dst) {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if dst.Full() {
 		err = nil // cut at the per-file limit, noted in the manifest
 	}

@@ -3,9 +3,11 @@ package collectors
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
+	"nodemend.dev/nodemend/pkg/diagnostics/redact"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
@@ -27,10 +30,11 @@ func nodemend(e *Env) []collect.Collector {
 			if e.EffectiveConfig == nil {
 				return collect.Skip("no agent config")
 			}
-			data, err := yaml.Marshal(e.EffectiveConfig())
+			data, err := redactedConfig(e.EffectiveConfig(), redact.New())
 			if err != nil {
 				return err
 			}
+			// Written through the text redactor too, like every entry.
 			return out.WriteFile("effective-config.yaml", data)
 		}},
 		{Name: "nodemend/metrics", Category: catNodemend, Run: func(_ context.Context, out *collect.Output) error {
@@ -51,6 +55,47 @@ func nodemend(e *Env) []collect.Collector {
 			return out.WriteFile("metrics.txt", b.Bytes())
 		}},
 	}
+}
+
+// redactedConfig renders the agent's config as YAML with every value judged
+// by its field's name first (structured, so no folding or quoting of the
+// YAML can hide a secret from the text redactor), then as text.
+func redactedConfig(cfg any, r *redact.Redactor) ([]byte, error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(redactValue(r, nil, v))
+}
+
+func redactValue(r *redact.Redactor, path []string, v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			t[k] = redactValue(r, append(path[:len(path):len(path)], k), c)
+		}
+	case []any:
+		for i, c := range t {
+			t[i] = redactValue(r, path, c)
+		}
+	case string:
+		return r.Field(path, t)
+	case json.Number:
+		if s := r.Field(path, t.String()); s != t.String() {
+			return s
+		}
+	case bool:
+		if r.Field(path, strconv.FormatBool(t)) == redact.Mask {
+			return redact.Mask
+		}
+	}
+	return v
 }
 
 // findings writes what nodemend currently says about the node: its

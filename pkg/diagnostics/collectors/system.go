@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 )
@@ -34,13 +36,13 @@ func system(e *Env) []collect.Collector {
 	for _, u := range journalUnits() {
 		cs = append(cs, collect.Collector{Name: "system/journal-" + u, Category: catSystem, Timeout: time.Minute,
 			Run: func(ctx context.Context, out *collect.Output) error {
-				return runTool(ctx, e, out, "journal/"+u+".log", "journalctl", e.journalArgs("--unit="+u+".service")...)
+				return e.journal(ctx, out, "journal/"+u+".log", "--unit="+u+".service")
 			}})
 	}
 	cs = append(cs,
 		collect.Collector{Name: "system/journal-warnings", Category: catSystem, Timeout: time.Minute,
 			Run: func(ctx context.Context, out *collect.Output) error {
-				return runTool(ctx, e, out, "journal/warnings.log", "journalctl", e.journalArgs("--priority=warning")...)
+				return e.journal(ctx, out, "journal/warnings.log", "--priority=warning")
 			}},
 		// Simulated hosts keep their journal as JSON lines (hostroot.JournalFixture).
 		filesCollector(e, catSystem, "journal-files", e.tail(), "var/log/journal/*.jsonl"),
@@ -65,6 +67,112 @@ func (e *Env) journalArgs(filter ...string) []string {
 		args = append(args, "--root="+root)
 	}
 	return append(args, filter...)
+}
+
+// journalContextLines is how many entries before a journal window are read
+// as context for the redactor.
+const journalContextLines = 200
+
+// journal writes the journal of filter into file. The window (--since,
+// --lines) may start inside a key block or a YAML block printed line by
+// line; the entries just before its first one are fed to the redactor as
+// context, so that it knows.
+func (e *Env) journal(ctx context.Context, out *collect.Output, file string, filter ...string) error {
+	return runToolWith(ctx, e, out, file, func(dst *collect.File) io.Writer {
+		return &journalWindow{dst: dst, context: func(first []byte) {
+			until, ok := journalTime(first)
+			if !ok {
+				return
+			}
+			args := []string{"--no-pager", "--output=short-iso-precise", "--lines=" + strconv.Itoa(journalContextLines),
+				"--until=@" + strconv.FormatInt(until.Unix()+1, 10)}
+			if root := filepath.Clean(e.HostRoot); root != "/" {
+				args = append(args, "--root="+root)
+			}
+			var b bytes.Buffer
+			if err := e.Commands.Run(ctx, "journalctl", append(args, filter...), &limitedBuffer{b: &b, max: 1 << 20}); err == nil {
+				_ = dst.Context(beforeLine(b.Bytes(), first))
+			}
+		}}
+	}, "journalctl", e.journalArgs(filter...)...)
+}
+
+// beforeLine cuts text before the first line equal to line: the context
+// query ends at a whole second, so it returns the window's first entries
+// too, and a state a line opens (a secret env var's name, whose value is on
+// the next line) must meet the window's line, not its copy.
+func beforeLine(text, line []byte) []byte {
+	for off := 0; off < len(text); {
+		end := bytes.IndexByte(text[off:], '\n')
+		if end < 0 {
+			end = len(text) - off
+		}
+		if bytes.Equal(text[off:off+end], line) {
+			return text[:off]
+		}
+		off += end + 1
+	}
+	return text
+}
+
+// journalTime reads the timestamp of a short-iso-precise journal line.
+func journalTime(line []byte) (time.Time, bool) {
+	f, _, _ := bytes.Cut(line, []byte(" "))
+	t, err := time.Parse("2006-01-02T15:04:05.999999-0700", string(f))
+	return t, err == nil
+}
+
+// journalWindow holds back the first line of journalctl's output until the
+// context before it has been fed to the redactor.
+type journalWindow struct {
+	dst     io.Writer
+	context func(first []byte)
+	buf     []byte
+	started bool
+}
+
+func (j *journalWindow) Write(p []byte) (int, error) {
+	if j.started {
+		return j.dst.Write(p)
+	}
+	j.buf = append(j.buf, p...)
+	i := bytes.IndexByte(j.buf, '\n')
+	if i < 0 && len(j.buf) < 64<<10 {
+		return len(p), nil
+	}
+	if i < 0 {
+		i = len(j.buf)
+	}
+	j.started = true
+	j.context(j.buf[:i])
+	if _, err := j.dst.Write(j.buf); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Close writes what is held back (output without a newline).
+func (j *journalWindow) Close() error {
+	if j.started || len(j.buf) == 0 {
+		return nil
+	}
+	j.started = true
+	j.context(j.buf)
+	_, err := j.dst.Write(j.buf)
+	return err
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
 
 // proc is one process of /proc.
@@ -99,6 +207,42 @@ func parseProcStat(s string) (proc, bool) {
 	p.threads, _ = strconv.Atoi(f[17])
 	p.rssPages, _ = strconv.ParseInt(f[21], 10, 64)
 	return p, true
+}
+
+// formatCmdline joins /proc/<pid>/cmdline's NUL-separated arguments with
+// spaces, quoting (Go syntax) an argument that is empty or holds spaces,
+// quotes, backslashes or unprintable bytes: where an argument ends stays
+// visible, to the reader and to the redactor ("--password=a b" is one
+// value, not "a" and an argument "b").
+func formatCmdline(raw []byte) string {
+	raw = bytes.TrimRight(raw, "\x00")
+	if len(raw) == 0 {
+		return ""
+	}
+	args := bytes.Split(raw, []byte{0})
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = string(a)
+		if len(a) == 0 || bytes.ContainsFunc(a, func(r rune) bool {
+			return r <= ' ' || r == '"' || r == '\'' || r == '\\' || r == 0x7f || r == utf8.RuneError
+		}) {
+			out[i] = strconv.Quote(string(a))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// formatEnviron writes /proc/<pid>/environ one variable a line; a newline
+// inside a value is written as \n, so that a variable's whole value is on
+// its line (a name's value runs to the end of its line for the redactor).
+func formatEnviron(raw []byte) []byte {
+	var b bytes.Buffer
+	for _, kv := range bytes.Split(bytes.TrimRight(raw, "\x00"), []byte{0}) {
+		kv = bytes.ReplaceAll(kv, []byte("\r"), []byte(`\r`))
+		b.Write(bytes.ReplaceAll(kv, []byte("\n"), []byte(`\n`)))
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
 }
 
 // formatProcesses renders processes sorted by pid.
@@ -140,13 +284,12 @@ func (e *Env) processes(ctx context.Context, out *collect.Output) error {
 			continue
 		}
 		if cl, err := os.ReadFile(e.hostPath(dir + "cmdline")); err == nil {
-			p.cmdline = strings.TrimSpace(string(bytes.ReplaceAll(cl, []byte{0}, []byte{' '})))
+			p.cmdline = formatCmdline(cl)
 		}
 		ps = append(ps, p)
 		if daemons[p.comm] {
 			if env, err := os.ReadFile(e.hostPath(dir + "environ")); err == nil {
-				data := bytes.ReplaceAll(bytes.TrimRight(env, "\x00"), []byte{0}, []byte{'\n'})
-				if err := out.WriteFile(fmt.Sprintf("environ/%s-%d.env", p.comm, p.pid), append(data, '\n')); err != nil {
+				if err := out.WriteFile(fmt.Sprintf("environ/%s-%d.env", p.comm, p.pid), formatEnviron(env)); err != nil {
 					return err
 				}
 			}

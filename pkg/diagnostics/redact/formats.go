@@ -170,9 +170,9 @@ func (c *lineCtx) userinfo(i int) {
 		return
 	}
 	ui := auth[:at]
-	// The authority ends at the first '/', '?' or '#' after the userinfo;
-	// one inside the userinfo (an unencoded password) is still userinfo
-	// when a ':' precedes it.
+	// The authority ends at the first '/', '?' or '#'; one after a ':' may
+	// be in an unencoded password, and is taken for one (fail closed: a
+	// "host:443/path/@x" loses its "443/path/").
 	colon := bytes.IndexByte(ui, ':')
 	if slash := bytes.IndexAny(ui, "/?#"); slash >= 0 && (colon < 0 || slash < colon) {
 		return // the '@' is in the path: "https://host/@scope/pkg"
@@ -183,21 +183,9 @@ func (c *lineCtx) userinfo(i int) {
 		}
 		return
 	}
-	if isPortPath(ui[colon+1:]) {
-		return // "host:443/path@x"
-	}
 	if colon+1 < at {
 		c.add(p+colon+1, p+at, false)
 	}
-}
-
-// isPortPath reports "443/..." after a host's colon.
-func isPortPath(s []byte) bool {
-	n := 0
-	for n < len(s) && '0' <= s[n] && s[n] <= '9' {
-		n++
-	}
-	return n > 0 && (n == len(s) || s[n] == '/')
 }
 
 // dsnAt masks the password of a Go MySQL DSN ("user:password@tcp(host)/db")
@@ -216,7 +204,15 @@ func (c *lineCtx) dsnAt(i int) {
 		}
 		return
 	}
-	if colon := bytes.IndexByte(tok, ':'); colon >= 0 && colon+1 < len(tok) && !bytes.Contains(tok, []byte("://")) {
+	if k := bytes.Index(tok, []byte("://")); k >= 0 {
+		// "scheme://x@tcp(": x is a password (a user would have a ':'
+		// before it, which the URL rule masks after).
+		if ui := tok[k+3:]; bytes.IndexByte(ui, ':') < 0 {
+			c.add(s+k+3, i, false)
+		}
+		return
+	}
+	if colon := bytes.IndexByte(tok, ':'); colon >= 0 && colon+1 < len(tok) {
 		c.add(s+colon+1, i, false)
 	}
 }
@@ -271,6 +267,9 @@ func (c *lineCtx) cmdValue(f *cmdFlag, i int) {
 		return
 	}
 	p := i + len(f.flag)
+	if bytes.Contains(argAt(line, p), []byte(Mask)) {
+		return // masked already ("-pw=[REDACTED]")
+	}
 	switch f.form {
 	case formAttached:
 		v := argAt(line, p)
@@ -302,7 +301,7 @@ func (c *lineCtx) cmdValue(f *cmdFlag, i int) {
 				sep = '%'
 			}
 			k := bytes.IndexByte(v, sep)
-			if k < 0 || k+1 == len(v) || allDigits(v[k+1:]) {
+			if k < 0 || k+1 == len(v) || (allDigits(v[:k]) && allDigits(v[k+1:])) {
 				return // "-u root", "-u 1000:1000" (docker run)
 			}
 			c.add(p+k+1, p+len(v), false)

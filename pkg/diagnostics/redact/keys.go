@@ -111,6 +111,9 @@ func (c *lineCtx) pemBegin(i int) {
 		return
 	}
 	kind := c.r.pemKindOf(label)
+	// The header is no key material, whatever runs into it: masking it
+	// would lose the block for a second pass.
+	c.publicRun = append(c.publicRun, span{from: i, to: end})
 	if at, _ := c.r.pemEnd(c.line, end); at >= 0 {
 		if kind == pemSecret {
 			c.add(end, at, false)
@@ -122,16 +125,17 @@ func (c *lineCtx) pemBegin(i int) {
 		c.add(end, len(c.line), true)
 		c.keyMaterial = true
 	}
-	c.st.pem, c.st.pemLeft = kind, pemMaxLines
+	c.st.pem, c.st.pemLeft, c.st.pemShape = kind, pemMaxLines, shapeOf(c.line[:i])
 }
 
-// inPEM handles a line inside a block; done is false when the line ended
-// the block without being part of it (it is then processed as any line).
+// inPEM handles a line inside a block; done is false when the line is not
+// a body line (it is then processed as any line, with its base64 masked
+// while the block is a secret one).
 func (c *lineCtx) inPEM() (done bool) {
 	st, line := c.st, c.line
 	if at, _ := c.r.pemEnd(line, 0); at >= 0 {
 		if st.pem == pemSecret {
-			c.add(0, at, false)
+			c.add(c.base, at, false)
 			c.keyMaterial = true
 		}
 		st.pem = pemNone
@@ -143,19 +147,16 @@ func (c *lineCtx) inPEM() (done bool) {
 		st.pem = pemNone
 		return false
 	}
-	if len(bytes.TrimSpace(line)) == 0 {
-		return true
-	}
-	if isPEMHeaderLine(line) {
+	if len(bytes.TrimSpace(line)) == 0 || isPEMHeaderLine(line) {
 		return true // "Proc-Type: 4,ENCRYPTED", "DEK-Info: ...": not secret
 	}
-	f := lastField(line)
-	if f.b64 {
+	// A body line: base64 alone, after the same prefix as the BEGIN line's
+	// (indentation, a log line's timestamp and process).
+	if f := lastField(line); f.b64 && f.shape == st.pemShape {
 		if st.pem == pemSecret {
 			c.add(f.from, f.to, false)
 			c.keyMaterial = true
 		}
-		c.field = f
 		return true
 	}
 	if st.pem == pemPublic {
@@ -177,10 +178,10 @@ func (c *lineCtx) inPEM() (done bool) {
 	}
 	if !masked {
 		st.pem = pemNone
-		return false
+	} else {
+		c.keyMaterial = true
 	}
-	c.keyMaterial = true
-	return true
+	return false
 }
 
 // insideMask reports the "REDACTED" of a Mask.
@@ -250,10 +251,11 @@ func (c *lineCtx) keyRuns() {
 	}
 }
 
-// covered reports a run inside a span already masked or known public.
+// covered reports a run that overlaps text known to be public (a PEM
+// header, a certificate's base64).
 func (c *lineCtx) covered(rn run) bool {
 	for _, sp := range c.publicRun {
-		if sp.from <= rn.from && rn.to <= sp.to {
+		if rn.from < sp.to && sp.from < rn.to {
 			return true
 		}
 	}
@@ -420,8 +422,13 @@ func lastField(line []byte) field {
 		start--
 	}
 	f := field{from: start, to: end, b64: end > start}
-	for _, b := range line[start:end] {
-		if !isBase64(b) && b != '-' && b != '_' {
+	pad := end
+	for pad > start && line[pad-1] == '=' {
+		pad--
+	}
+	for _, b := range line[start:pad] {
+		// '=' only as padding: "NAME=value" is no base64.
+		if (!isBase64(b) && b != '-' && b != '_') || b == '=' {
 			f.b64 = false
 			break
 		}

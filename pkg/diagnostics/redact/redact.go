@@ -139,12 +139,16 @@ func newRedactor(rs rules) *Redactor {
 
 // State carries what a line leaves open for the next ones.
 type State struct {
-	pem     pemKind // in a PEM block ...
-	pemLeft int     // ... for at most this many more lines
+	pem      pemKind // in a PEM block ...
+	pemLeft  int     // ... for at most this many more lines ...
+	pemShape uint64  // ... whose body lines have this prefix
 	// block: the lines indented deeper than blockDepth continue the value
 	// of a secret YAML key (a block scalar, a folded plain or quoted one).
 	block      bool
 	blockDepth int
+	// stateBase is the log prefix length of the line that opened block or
+	// subtree: a line with another prefix is not below it.
+	stateBase int
 	// subtree: "auth:" with nothing after it; the values below it are
 	// masked unless harmless.
 	subtree      bool
@@ -175,6 +179,10 @@ type lineCtx struct {
 	line  []byte
 	st    *State
 	first bool // line[0] is the start of a line
+	// base is where the message starts after a syslog or journal prefix:
+	// YAML, env files and the like printed into a log are judged from
+	// there.
+	base  int
 	spans []span
 	runs  []run
 	// publicRun: base64 known to be public (a certificate's), not key
@@ -209,6 +217,31 @@ func (r *Redactor) String(s string) (string, int) {
 	return b.String(), w.Redactions()
 }
 
+// Field returns a value of structured data (the agent's own config) as it
+// may leave the node. path holds the field names from the root to the value
+// (list items add none). The value is masked when its field's name is
+// secret, or when it lies below a secret name and is not harmless (a path,
+// a number, a plain word); otherwise it is redacted as text.
+func (r *Redactor) Field(path []string, value string) string {
+	if len(path) > 0 && !isNotSecretValue([]byte(value)) {
+		switch v, keep := r.names.judge([]byte(path[len(path)-1])); v {
+		case secretValue:
+			return Mask
+		case qualified:
+			if !keep([]byte(value)) {
+				return Mask
+			}
+		}
+		for _, p := range path[:len(path)-1] {
+			if v, _ := r.names.judge([]byte(p)); v == secretValue && !isHarmless([]byte(value)) {
+				return Mask
+			}
+		}
+	}
+	out, _ := r.String(value)
+	return out
+}
+
 // lineInfo is what the Writer needs to know about a redacted line.
 type lineInfo struct {
 	hasEnd bool // it holds the END line of a secret block
@@ -219,6 +252,9 @@ type lineInfo struct {
 // first and last say whether text starts and ends a line.
 func (r *Redactor) redact(dst, text []byte, from, to int, st *State, first, last bool) ([]byte, int, lineInfo) {
 	c := lineCtx{r: r, line: text, st: st, first: first}
+	if first {
+		c.base = logPrefix(text)
+	}
 	if !first && st.restOfLine {
 		return append(dst, Mask...), boolInt(to > from), lineInfo{}
 	}
@@ -234,7 +270,7 @@ func (r *Redactor) redact(dst, text []byte, from, to int, st *State, first, last
 
 	c.scan()
 	if envValue {
-		if sp, ok := envValueLine(text, 0, len(text)); ok {
+		if sp, ok := envValueLine(text, c.base, len(text), c.base); ok {
 			c.add(sp.from, sp.to, sp.eol)
 		}
 	}
@@ -264,16 +300,16 @@ func (c *lineCtx) continued() bool {
 	switch {
 	case st.ppkLeft > 0:
 		st.ppkLeft--
-		c.add(indent(line), len(bytes.TrimRight(line, " \t\r")), false)
+		c.add(c.col(), len(bytes.TrimRight(line, " \t\r")), false)
 		c.keyMaterial = true
 		return true
 	case st.tomlDelim != "":
 		if i := bytes.Index(line, []byte(st.tomlDelim)); i >= 0 {
-			c.add(0, i, false)
+			c.add(c.base, i, false)
 			st.tomlDelim = ""
 			return true
 		}
-		c.add(0, len(line), true)
+		c.add(c.base, len(line), true)
 		return true
 	case st.pem != pemNone:
 		if c.inPEM() {
@@ -284,8 +320,8 @@ func (c *lineCtx) continued() bool {
 		if blank {
 			return true
 		}
-		if indent(line) > st.blockDepth {
-			c.add(indent(line), len(line), true)
+		if c.below() && c.col() > st.blockDepth {
+			c.add(c.col(), len(line), true)
 			return true
 		}
 		st.block = false
@@ -297,11 +333,11 @@ func (c *lineCtx) continued() bool {
 // the subtree at a line that is not.
 func (c *lineCtx) inSubtree() bool {
 	line := c.line
-	if len(bytes.TrimSpace(line)) == 0 {
+	if len(bytes.TrimSpace(line[c.base:])) == 0 {
 		return false
 	}
-	in := indent(line)
-	if in > c.st.subtreeDepth || (in == c.st.subtreeDepth && bytes.HasPrefix(line[in:], []byte("- "))) {
+	in := c.col()
+	if c.below() && (in > c.st.subtreeDepth || (in == c.st.subtreeDepth && bytes.HasPrefix(line[in:], []byte("- ")))) {
 		return true
 	}
 	c.st.subtree = false
@@ -312,7 +348,7 @@ func (c *lineCtx) inSubtree() bool {
 // harmless ("mode: Webhook" under "authorization:" stays).
 func (c *lineCtx) childValue() {
 	line := c.line
-	p := indent(line)
+	p := c.col()
 	if bytes.HasPrefix(line[p:], []byte("- ")) {
 		p += 2
 	}
@@ -332,7 +368,7 @@ func (c *lineCtx) childValue() {
 	switch string(val) {
 	case "", "|", ">", "|-", ">-", "|+", ">+":
 		if len(val) > 0 {
-			c.st.block, c.st.blockDepth = true, indent(line)
+			c.st.block, c.st.blockDepth, c.st.stateBase = true, c.col(), c.base
 		}
 		return
 	}
@@ -455,7 +491,9 @@ func (c *lineCtx) hit(t *trigger, i int) {
 	case tPEMBegin:
 		c.pemBegin(i)
 	case tPEMEnd:
-		if _, kind := c.r.pemEnd(line, i); kind == pemSecret {
+		// An END that closes a block begun on earlier lines (a one-line
+		// block has its BEGIN before it).
+		if _, kind := c.r.pemEnd(line, i); kind == pemSecret && bytes.Index(line[:i], []byte("-----BEGIN ")) < 0 && bytes.Index(line[:i], []byte("---- BEGIN ")) < 0 {
 			c.hasEnd = true
 		}
 	case tB64PEM:
@@ -481,13 +519,13 @@ func (c *lineCtx) runRule() {
 }
 
 // pgpass masks the password of a .pgpass line, "host:port:db:user:password"
-// (':' inside a field is escaped as "\:").
+// (':' inside a field is escaped as "\:"; the password may hold spaces).
 func (c *lineCtx) pgpass() {
-	line := c.line
-	if len(line) < 9 || line[0] == '#' || bytes.IndexAny(line, " \t") >= 0 || bytes.Count(line, []byte(":")) < 4 {
+	line := c.line[c.base:]
+	if len(line) < 9 || line[0] == '#' || bytes.Count(line, []byte(":")) < 4 {
 		return
 	}
-	var starts [6]int
+	var starts [5]int
 	n := 1
 	for i := 0; i < len(line) && n < len(starts); i++ {
 		switch line[i] {
@@ -496,13 +534,15 @@ func (c *lineCtx) pgpass() {
 		case ':':
 			starts[n] = i + 1
 			n++
+		case ' ', '\t':
+			return // the first four fields have no spaces
 		}
 	}
-	if n != 5 {
+	if n != 5 || starts[1] == 1 {
 		return
 	}
 	port := line[starts[1] : starts[2]-1]
-	if !(string(port) == "*" || (allDigits(port) && len(port) <= 5)) || starts[2] == starts[1]+len(port)+1 && starts[3]-starts[2] <= 1 {
+	if !(string(port) == "*" || (allDigits(port) && len(port) <= 5)) {
 		return
 	}
 	hexPairs := 0
@@ -515,11 +555,55 @@ func (c *lineCtx) pgpass() {
 	if hexPairs >= 3 {
 		return // a MAC address
 	}
-	c.add(starts[4], len(line), false)
+	c.add(c.base+starts[4], c.base+len(bytes.TrimRight(line, " \t\r")), false)
 }
 
 func isHex(b byte) bool {
 	return ('0' <= b && b <= '9') || ('a' <= b && b <= 'f') || ('A' <= b && b <= 'F')
+}
+
+// below reports a line that may continue what a line with the given log
+// prefix opened: one with the same prefix length, or a journal
+// continuation line (no prefix, indented to the message).
+func (c *lineCtx) below() bool { return c.base == c.st.stateBase || c.base == 0 }
+
+// col is the column where the line's text starts, after its log prefix and
+// indentation. Depths are columns too, so that a message's continuation
+// lines (which journalctl indents to the message's column) compare right.
+func (c *lineCtx) col() int { return c.base + indent(c.line[c.base:]) }
+
+// logPrefix returns the length of a syslog ("Jun 12 10:00:01 host tag[pid]: ")
+// or journal ("2024-06-12T10:00:01.123456+0000 host tag[pid]: ") prefix at
+// the start of line, or 0.
+func logPrefix(line []byte) int {
+	digit := func(i int) bool { return i < len(line) && '0' <= line[i] && line[i] <= '9' }
+	p := 0
+	switch {
+	case len(line) > 16 && classOf(line[0]) == clsUpper && classOf(line[1]) == clsLower && classOf(line[2]) == clsLower &&
+		line[3] == ' ' && (line[4] == ' ' || digit(4)) && digit(5) && line[6] == ' ' && digit(7) && digit(8) && line[9] == ':':
+		p = 15
+	case len(line) > 20 && digit(0) && digit(3) && line[4] == '-' && line[7] == '-' && line[10] == 'T' && line[13] == ':':
+		p = 19
+		for p < len(line) && line[p] != ' ' && p < 40 {
+			p++
+		}
+	default:
+		return 0
+	}
+	if p >= len(line) || line[p] != ' ' {
+		return 0
+	}
+	p++
+	h := bytes.IndexByte(line[p:min(len(line), p+256)], ' ')
+	if h <= 0 {
+		return 0
+	}
+	p += h + 1
+	t := bytes.Index(line[p:min(len(line), p+128)], []byte(": "))
+	if t <= 0 || bytes.IndexByte(line[p:p+t], ' ') >= 0 {
+		return 0
+	}
+	return p + t + 2
 }
 
 func hasPrefixFold(s []byte, lit string) bool {

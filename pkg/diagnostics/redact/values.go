@@ -152,7 +152,7 @@ func (c *lineCtx) valueAfter(s, e int) (span, bool) {
 	if p >= len(line) {
 		if sep == ':' && whole {
 			// "auth:" opens a YAML mapping or list of secret things.
-			st.subtree, st.subtreeDepth = true, keyColumn(line, s)
+			st.subtree, st.subtreeDepth, st.stateBase = true, keyColumn(line, s), c.base
 		}
 		return span{}, false
 	}
@@ -166,7 +166,7 @@ func (c *lineCtx) valueAfter(s, e int) (span, bool) {
 // atLineStart reports whether only indentation, "export ", a YAML list
 // dash or quotes precede position s.
 func (c *lineCtx) atLineStart(s int) bool {
-	pre := bytes.TrimLeft(c.line[:s], " \t")
+	pre := bytes.TrimLeft(c.line[c.base:s], " \t")
 	pre = bytes.TrimPrefix(pre, []byte("- "))
 	pre = bytes.TrimPrefix(pre, []byte("export "))
 	pre = bytes.Trim(pre, `"'`)
@@ -217,7 +217,7 @@ func (c *lineCtx) valueSpan(s, p int, sep byte, whole bool, openQuote byte, name
 		sp = span{from: from, to: to, eol: to == len(line)}
 		if whole && sep == ':' && to == len(line) {
 			// A quoted YAML scalar that goes on over the next lines.
-			st.block, st.blockDepth = true, keyColumn(line, s)
+			st.block, st.blockDepth, st.stateBase = true, keyColumn(line, s), c.base
 		}
 		if qlen == 1 && (bytes.HasPrefix(line[p:], []byte(`"""`)) || bytes.HasPrefix(line[p:], []byte(`'''`))) {
 			// A TOML multi-line string.
@@ -267,14 +267,14 @@ func (c *lineCtx) valueSpan(s, p int, sep byte, whole bool, openQuote byte, name
 	if sep == ':' && whole {
 		switch string(v) {
 		case "|", ">", "|-", ">-", "|+", ">+":
-			st.block, st.blockDepth = true, keyColumn(line, s)
+			st.block, st.blockDepth, st.stateBase = true, keyColumn(line, s), c.base
 			return span{}, false
 		case "{", "[":
 			return span{}, false // JSON: the members are judged by their names
 		}
 		// A plain scalar may go on over more-indented lines (YAML folds
 		// long strings).
-		st.block, st.blockDepth = true, keyColumn(line, s)
+		st.block, st.blockDepth, st.stateBase = true, keyColumn(line, s), c.base
 	}
 	return sp, true
 }
@@ -393,7 +393,7 @@ func (c *lineCtx) envName(s int) (span, bool) {
 	}
 	// The value is near in a JSON or XML entry; a bounded look keeps a long
 	// line of names linear.
-	if sp, ok := envValueLine(line, s, min(len(line), s+512)); ok {
+	if sp, ok := envValueLine(line, s, min(len(line), s+512), c.base); ok {
 		return sp, true
 	}
 	c.st.envValue = true
@@ -402,7 +402,7 @@ func (c *lineCtx) envName(s int) (span, bool) {
 
 // envValueLine finds the value in "value: x" (YAML, the line after a secret
 // env name), "value":"x" (JSON), value="x" or <value>x</value> (XML).
-func envValueLine(line []byte, from, searchEnd int) (span, bool) {
+func envValueLine(line []byte, from, searchEnd, base int) (span, bool) {
 	i := indexFold(line[from:searchEnd], "value")
 	if i < 0 {
 		return span{}, false
@@ -431,7 +431,7 @@ func envValueLine(line []byte, from, searchEnd int) (span, bool) {
 		return span{from: p + qlen, to: to}, to > p+qlen
 	}
 	e := p
-	whole := bytes.TrimLeft(line[:i], " \t-") == nil || len(bytes.TrimLeft(line[:i], " \t-")) == 0
+	whole := len(bytes.TrimLeft(line[base:i], " \t-")) == 0
 	for e < len(line) && (whole || bytes.IndexByte([]byte(" \t,}\"'\\"), line[e]) < 0) {
 		e++
 	}
