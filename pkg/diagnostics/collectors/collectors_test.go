@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -220,5 +221,65 @@ func TestHungCommand(t *testing.T) {
 		case r.Error != "":
 			t.Errorf("%s failed too: %s", r.Name, r.Error)
 		}
+	}
+}
+
+// TestTailWindowContext: a log whose tail window starts inside a private
+// key block and inside a YAML block under a secret key (their first lines
+// before the window): both are masked, because the redactor sees the bytes
+// before the window.
+func TestTailWindowContext(t *testing.T) {
+	h := diagtest.NewHost(t)
+	pad := strings.Repeat("Jun 12 10:00:00 ip-10-0-1-23 kubelet[1034]: I0612 ordinary line\n", 50)
+	// Lower-case body lines: nothing but the block says they are secret.
+	window := "secretbodylineone\nsecretbodylinetwo\n-----END PRIVATE KEY-----\n"
+	yamlWindow := "  hunterhunterthree\nafter\n"
+	content := pad + "-----BEGIN PRIVATE KEY-----\nsecretbodylinezero\n" + window + "password: |\n" + yamlWindow
+	h.Root.WriteFile("var/log/cloud-init-output.log", content)
+	h.Root.WriteFile("var/log/syslog", pad+"password: |\n"+yamlWindow)
+	for _, tc := range []struct{ file, window string }{
+		{"var/log/cloud-init-output.log", window + "password: |\n" + yamlWindow},
+		{"var/log/syslog", yamlWindow},
+	} {
+		e := env(h)
+		e.LogTailBytes = int64(len(tc.window)) + 1 // the window starts on a line of the block
+		files, _ := bundleOf(t, e, v1alpha1.CategorySystem)
+		got := files["system/"+tc.file]
+		for _, s := range []string{"secretbodyline", "hunterhunterthree"} {
+			if strings.Contains(got, s) {
+				t.Errorf("%s: %q survived the cut window:\n%s", tc.file, s, got)
+			}
+		}
+		if !strings.HasSuffix(got, "after\n") || strings.Contains(got, "ordinary line") {
+			t.Errorf("%s: window content:\n%s", tc.file, got)
+		}
+	}
+}
+
+// TestJournalWindowContext: the journal's window starts inside a key block;
+// the entries before it (asked from journalctl with --until) tell the
+// redactor.
+func TestJournalWindowContext(t *testing.T) {
+	h := diagtest.NewHost(t)
+	pre := "2024-06-12T10:00:01.%06d+0000 ip-10-0-1-23 kubelet[1034]: "
+	lines := []string{"-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEAjournalwindow", "shortlast1", "-----END RSA PRIVATE KEY-----"}
+	for i := range lines {
+		lines[i] = fmt.Sprintf(pre, i) + lines[i]
+	}
+	h.Script.Set("journalctl * --unit=kubelet.service", command.Result{Stdout: strings.Join(lines[1:], "\n") + "\n"})
+	h.Script.Set("journalctl * --until=* --unit=kubelet.service", command.Result{Stdout: strings.Join(lines[:2], "\n") + "\n"})
+	files, _ := bundleOf(t, env(h), v1alpha1.CategorySystem)
+	got := files["system/journal/kubelet.log"]
+	if strings.Contains(got, "journalwindow") || strings.Contains(got, "shortlast1") || !strings.Contains(got, "-----END RSA PRIVATE KEY-----") {
+		t.Errorf("journal window:\n%s", got)
+	}
+	var ctxCall bool
+	for _, c := range h.Script.Calls() {
+		if strings.Contains(c, "--until=@1718186402") && strings.Contains(c, "--lines=200") {
+			ctxCall = true
+		}
+	}
+	if !ctxCall {
+		t.Errorf("no context query in %q", h.Script.Calls())
 	}
 }

@@ -134,3 +134,42 @@ func TestSmallParsers(t *testing.T) {
 		t.Errorf("unescapeOctal = %q", got)
 	}
 }
+
+func TestFormatCmdline(t *testing.T) {
+	for in, want := range map[string]string{
+		"/usr/bin/kubelet\x00--v=2\x00":                          "/usr/bin/kubelet --v=2",
+		"/usr/bin/tool\x00--password\x00correct horse\x00-v\x00": `/usr/bin/tool --password "correct horse" -v`,
+		"sh\x00-c\x00export TOKEN=\"a b\"; run\x00":              `sh -c "export TOKEN=\"a b\"; run"`,
+		"app\x00\x00--x\x00":                                     `app "" --x`,
+		"app\x00line1\nline2\x00":                                `app "line1\nline2"`,
+		"":                                                       "",
+	} {
+		if got := formatCmdline([]byte(in)); got != want {
+			t.Errorf("formatCmdline(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestFormatEnviron(t *testing.T) {
+	in := "PATH=/usr/bin\x00TLS_KEY=-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n\x00A=1\r2\x00"
+	want := "PATH=/usr/bin\nTLS_KEY=-----BEGIN EC PRIVATE KEY-----\\nMHcC\\n-----END EC PRIVATE KEY-----\\n\nA=1\\r2\n"
+	if got := string(formatEnviron([]byte(in))); got != want {
+		t.Errorf("formatEnviron = %q, want %q", got, want)
+	}
+}
+
+func TestBeforeLine(t *testing.T) {
+	text := []byte("a\nb\nc\nb\n")
+	if got := string(beforeLine(text, []byte("b"))); got != "a\n" {
+		t.Errorf("beforeLine = %q", got)
+	}
+	if got := string(beforeLine(text, []byte("x"))); got != string(text) {
+		t.Errorf("beforeLine without the line = %q", got)
+	}
+	if tm, ok := journalTime([]byte("2024-06-12T10:00:01.123456+0000 host kubelet[1]: x")); !ok || tm.Unix() != 1718186401 {
+		t.Errorf("journalTime = %v, %v", tm, ok)
+	}
+	if _, ok := journalTime([]byte("-- No entries --")); ok {
+		t.Error("journalTime of a non-entry")
+	}
+}

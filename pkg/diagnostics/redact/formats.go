@@ -14,6 +14,10 @@ type format struct {
 	name   string
 	prefix string
 	body   *regexp.Regexp // anchored, matched right after the prefix
+	// back: the token starts this many bytes before the literal (a literal
+	// inside the token, as Azure's "Q~"); head is what those bytes match.
+	back int
+	head *regexp.Regexp
 }
 
 // maxFormatLen bounds how far a format's body is looked for.
@@ -24,6 +28,11 @@ const maxFormatLen = 1024
 func formats() []format {
 	f := func(name, prefix, body string) format {
 		return format{name: name, prefix: prefix, body: regexp.MustCompile(`^(?:` + body + `)`)}
+	}
+	// inside is a format whose literal is inside the token: back bytes
+	// matching head before it, body after it.
+	inside := func(name, lit string, back int, head, body string) format {
+		return format{name: name, prefix: lit, back: back, head: regexp.MustCompile(`^(?:` + head + `)$`), body: regexp.MustCompile(`^(?:` + body + `)`)}
 	}
 	aws := `[A-Z0-9]{16}\b`
 	gh := `[A-Za-z0-9]{36}\b`
@@ -73,6 +82,10 @@ func formats() []format {
 		f("newrelic-user", "NRAK-", `[A-Z0-9]{27}`), f("databricks", "dapi", `[a-f0-9]{32}\b`),
 		f("twilio-api-key", "SK", `[0-9a-f]{32}\b`), f("mailgun", "key-", `[0-9a-f]{32}\b`),
 		f("atlassian", "ATATT3", `[A-Za-z0-9_=-]{50,}`),
+		f("tailscale", "tskey-", `[A-Za-z0-9-]{20,}`), f("docker-swarm-join", "SWMTKN-1-", `[a-z0-9-]{40,}`),
+		f("sentry-org", "sntrys_", `[A-Za-z0-9_=+/]{40,}`), f("sentry-user", "sntryu_", `[a-f0-9]{40,}`),
+		inside("azure-client-secret", "Q~", 4, `[A-Za-z0-9_~.-]{3}[0-9]`, `[A-Za-z0-9_~.-]{31,34}`),
+		inside("terraform-cloud", ".atlasv1.", 14, `[A-Za-z0-9]{14}`, `[A-Za-z0-9_=-]{60,}`),
 		f("pulumi", "pul-", `[a-f0-9]{40}`), f("linear", "lin_api_", `[A-Za-z0-9]{40}`),
 		// JWTs and JWEs (also a lone header or payload: base64 of a JSON
 		// object, as in a .dockerconfigjson).
@@ -85,20 +98,33 @@ func formats() []format {
 	}
 }
 
-// match returns the end of the token starting at line[i:], or -1.
-func (f *format) match(line []byte, i int) int {
+// match returns the start and end of the token whose literal is at
+// line[i:], or -1.
+func (f *format) match(line []byte, i int) (int, int) {
 	if !bytes.HasPrefix(line[i:], []byte(f.prefix)) {
-		return -1
+		return -1, -1
+	}
+	if f.back > 0 {
+		s := i - f.back
+		if s < 0 || (s > 0 && classOf(line[s-1]) != clsOther) || !f.head.Match(line[s:i]) {
+			return -1, -1
+		}
+		p := i + len(f.prefix)
+		m := f.body.FindIndex(line[p:min(len(line), p+maxFormatLen)])
+		if m == nil {
+			return -1, -1
+		}
+		return s, p + m[1]
 	}
 	if i > 0 && classOf(line[i-1]) != clsOther && f.prefix[0] != '$' && f.prefix != "hooks.slack.com/services/" {
-		return -1 // inside a longer word
+		return -1, -1 // inside a longer word
 	}
 	p := i + len(f.prefix)
 	m := f.body.FindIndex(line[p:min(len(line), p+maxFormatLen)])
 	if m == nil {
-		return -1
+		return -1, -1
 	}
-	return p + m[1]
+	return i, p + m[1]
 }
 
 // authSchemes are HTTP authorization schemes whose credential follows them

@@ -60,7 +60,8 @@ func pemHeader(line []byte, i int) (label []byte, end int, ok bool) {
 		return nil, 0, false
 	}
 	p := len(open)
-	for p < len(rest) && (rest[p] == ' ' || ('A' <= rest[p] && rest[p] <= 'Z') || ('0' <= rest[p] && rest[p] <= '9')) {
+	// Labels are upper case words, but not always: "OpenVPN Static key V1".
+	for p < len(rest) && (rest[p] == ' ' || classOf(rest[p]) != clsOther) {
 		p++
 	}
 	if close == " ----" {
@@ -93,7 +94,7 @@ func (r *Redactor) pemEnd(line []byte, from int) (at int, kind pemKind) {
 			at = from + i
 			l := line[at+len(m):]
 			e := 0
-			for e < len(l) && (l[e] == ' ' || ('A' <= l[e] && l[e] <= 'Z') || ('0' <= l[e] && l[e] <= '9')) {
+			for e < len(l) && (l[e] == ' ' || classOf(l[e]) != clsOther) {
 				e++
 			}
 			return at, r.pemKindOf(bytes.TrimSpace(l[:e]))

@@ -64,6 +64,7 @@ func secretWords() []secretWord {
 		{"jwt", matchExact},
 		{"bearer", matchExact},
 		{"sas", matchExact},
+		{"psk", matchExact}, // wpa_supplicant, ipsec.secrets
 		// Compounds written as one word.
 		{"apikey", matchExact},
 		{"accesskey", matchExact},

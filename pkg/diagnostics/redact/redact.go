@@ -475,8 +475,8 @@ func (c *lineCtx) hit(t *trigger, i int) {
 	line := c.line
 	switch t.kind {
 	case tFormat:
-		if e := c.r.formats[t.idx].match(line, i); e > 0 {
-			c.add(i, e, e == len(line))
+		if from, to := c.r.formats[t.idx].match(line, i); to > 0 {
+			c.add(from, to, to == len(line))
 		}
 	case tScheme:
 		c.authCredential(i, len(t.lit))

@@ -24,6 +24,7 @@ func (c *lineCtx) name(at, n int) (end int) {
 		if v, _ := c.r.names.judge(line[xs:xe]); v == notSecret {
 			return e
 		}
+		s = xs // what precedes it decides as in the first pass ("-x" is no flag there)
 	}
 	v, keep := c.r.names.judge(line[s:e])
 	if v == notSecret {
