@@ -126,19 +126,11 @@ func (c *lineCtx) valueAfter(s, e int) (span, bool) {
 		if p < len(line) && line[p] == '-' {
 			return span{}, false
 		}
-		v := argAt(line, p)
-		if len(v) == 0 {
-			return span{}, false
-		}
-		if v[0] == '"' || v[0] == '\'' {
-			return span{from: p + 1, to: p + len(v) - 1}, len(v) > 2
-		}
-		return span{from: p, to: p + len(v)}, true
+		return argSpan(line, p)
 	case p > gap && c.directive(s, p):
 		// "password s3cret" alone on a line (netrc, redis.conf), or in a
 		// netrc "machine h login u password p".
-		v := argAt(line, p)
-		return span{from: p, to: p + len(v)}, len(v) > 0
+		return argSpan(line, p)
 	default:
 		// A secret-looking word as a value: "name: API_TOKEN" in an env list.
 		return c.envName(s)
@@ -162,6 +154,18 @@ func (c *lineCtx) valueAfter(s, e int) (span, bool) {
 		return span{}, false
 	}
 	return v, true
+}
+
+// argSpan is the command-line argument at p, inside its quotes.
+func argSpan(line []byte, p int) (span, bool) {
+	if bytes.HasPrefix(line[p:], []byte(Mask)) {
+		return span{}, false
+	}
+	v := argAt(line, p)
+	if len(v) > 1 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		return span{from: p + 1, to: p + len(v) - 1}, len(v) > 2
+	}
+	return span{from: p, to: p + len(v)}, len(v) > 0
 }
 
 // atLineStart reports whether only indentation, "export ", a YAML list
