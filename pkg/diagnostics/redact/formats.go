@@ -165,9 +165,9 @@ func (c *lineCtx) authCredential(i, n int) {
 // credentialLike tells a credential from an English word after "Bearer" or
 // "Basic" ("basic authentication", "bearer token").
 func credentialLike(cred []byte, basic bool) bool {
-	if basic {
-		dec := make([]byte, base64.StdEncoding.DecodedLen(len(cred)))
-		if n, err := base64.StdEncoding.Decode(dec, cred); err == nil && bytes.IndexByte(dec[:n], ':') >= 0 {
+	if basic && len(cred) <= 512 {
+		var dec [384]byte
+		if n, err := base64.StdEncoding.Decode(dec[:], cred); err == nil && bytes.IndexByte(dec[:n], ':') >= 0 {
 			return true
 		}
 	}

@@ -67,11 +67,12 @@ func pemHeader(line []byte, i int) (label []byte, end int, ok bool) {
 	if close == " ----" {
 		// The label ran into the closing " ----": step back over the space.
 		if p > len(open) && rest[p-1] == ' ' && bytes.HasPrefix(rest[p-1:], []byte(close)) {
-			return bytes.TrimSpace(rest[len(open) : p-1]), i + p - 1 + len(close), true
+			label = bytes.TrimSpace(rest[len(open) : p-1])
+			return label, i + p - 1 + len(close), len(label) > 0
 		}
 		return nil, 0, false
 	}
-	if !bytes.HasPrefix(rest[p:], []byte(close)) {
+	if !bytes.HasPrefix(rest[p:], []byte(close)) || p == len(open) {
 		return nil, 0, false
 	}
 	return rest[len(open):p], i + p + len(close), true
@@ -89,7 +90,12 @@ func (r *Redactor) pemKindOf(label []byte) pemKind {
 // pemEnd finds an END marker in line at or after from: its start, and
 // whether it closes a secret block.
 func (r *Redactor) pemEnd(line []byte, from int) (at int, kind pemKind) {
-	for _, m := range []string{"-----END ", "---- END "} {
+	return r.pemEndOf(line, from, "-----END ", "---- END ")
+}
+
+// pemEndOf is pemEnd for the given END markers.
+func (r *Redactor) pemEndOf(line []byte, from int, markers ...string) (at int, kind pemKind) {
+	for _, m := range markers {
 		if i := bytes.Index(line[from:], []byte(m)); i >= 0 {
 			at = from + i
 			l := line[at+len(m):]
@@ -115,7 +121,11 @@ func (c *lineCtx) pemBegin(i int) {
 	// The header is no key material, whatever runs into it: masking it
 	// would lose the block for a second pass.
 	c.publicRun = append(c.publicRun, span{from: i, to: end})
-	if at, _ := c.r.pemEnd(c.line, end); at >= 0 {
+	endMarker := "-----END "
+	if c.line[i+1] == '-' && c.line[i+4] == ' ' {
+		endMarker = "---- END " // the SSH2 form
+	}
+	if at, _ := c.r.pemEndOf(c.line, end, endMarker); at >= 0 {
 		if kind == pemSecret {
 			c.add(end, at, false)
 			c.keyMaterial = true
@@ -153,7 +163,7 @@ func (c *lineCtx) inPEM() (done bool) {
 	}
 	// A body line: base64 alone, after the same prefix as the BEGIN line's
 	// (indentation, a log line's timestamp and process).
-	if f := lastField(line); f.b64 && f.shape == st.pemShape {
+	if f := lastField(line); f.b64 && shapeOf(line[:f.from]) == st.pemShape {
 		if st.pem == pemSecret {
 			c.add(f.from, f.to, false)
 			c.keyMaterial = true
@@ -225,8 +235,8 @@ func (c *lineCtx) base64PEM(i int) {
 	}
 	head := c.line[i:min(end, i+96)]
 	head = head[:len(head)/4*4]
-	dec := make([]byte, base64.StdEncoding.DecodedLen(len(head)))
-	n, _ := base64.StdEncoding.Decode(dec, head)
+	var dec [72]byte
+	n, _ := base64.StdEncoding.Decode(dec[:], head)
 	if label, _, ok := pemHeader(dec[:n], 0); ok && c.r.pemKindOf(label) == pemPublic {
 		c.publicRun = append(c.publicRun, span{from: i, to: end})
 		return
@@ -406,8 +416,9 @@ func plainWord(s []byte) bool {
 // commas, escaped newlines and backslashes around it.
 type field struct {
 	from, to int
-	b64      bool // only base64 (or base64url) bytes
-	shape    uint64
+	b64      bool   // only base64 (or base64url) bytes
+	std      bool   // only base64 bytes (a PEM body's)
+	shape    uint64 // set by the caller that needs it: shapeOf(line[:from])
 }
 
 func lastField(line []byte) field {
@@ -422,7 +433,7 @@ func lastField(line []byte) field {
 	for start > 0 && !isSpace(line[start-1]) && line[start-1] != '"' && line[start-1] != '\'' {
 		start--
 	}
-	f := field{from: start, to: end, b64: end > start}
+	f := field{from: start, to: end, b64: end > start, std: end > start}
 	pad := end
 	for pad > start && line[pad-1] == '=' {
 		pad--
@@ -430,11 +441,13 @@ func lastField(line []byte) field {
 	for _, b := range line[start:pad] {
 		// '=' only as padding: "NAME=value" is no base64.
 		if (!isBase64(b) && b != '-' && b != '_') || b == '=' {
-			f.b64 = false
+			f.b64, f.std = false, false
 			break
 		}
+		if b == '-' || b == '_' {
+			f.std = false
+		}
 	}
-	f.shape = shapeOf(line[:start])
 	return f
 }
 

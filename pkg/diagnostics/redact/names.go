@@ -144,6 +144,60 @@ type nameRules struct {
 	public     []string
 	strong     []string
 	exempt     []exemptName
+
+	// compiled from words by compile: lookups without conversions.
+	exact    map[string]bool
+	suffix   [][]byte
+	contains [][]byte
+	strongB  [][]byte
+}
+
+// trimNamePunct trims the dashes, underscores and dots around a name.
+func trimNamePunct(b []byte) []byte {
+	for len(b) > 0 && (b[0] == '-' || b[0] == '_' || b[0] == '.') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == '-' || b[len(b)-1] == '_' || b[len(b)-1] == '.') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// compile prepares the lists for judge.
+func (n *nameRules) compile() {
+	n.exact = map[string]bool{}
+	n.suffix, n.contains, n.strongB = nil, nil, nil
+	for _, s := range n.strong {
+		n.strongB = append(n.strongB, []byte(s))
+	}
+	for _, w := range n.words {
+		switch w.match {
+		case matchExact:
+			n.exact[w.word] = true
+		case matchSuffix:
+			n.suffix = append(n.suffix, []byte(w.word))
+		default:
+			n.contains = append(n.contains, []byte(w.word))
+		}
+	}
+}
+
+// isSecretPart reports a part that is a secret word.
+func (n *nameRules) isSecretPart(part []byte) bool {
+	if n.exact[string(part)] {
+		return true
+	}
+	for _, w := range n.suffix {
+		if bytes.HasSuffix(part, w) {
+			return true
+		}
+	}
+	for _, w := range n.contains {
+		if bytes.Contains(part, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func defaultNameRules() nameRules {
@@ -154,115 +208,130 @@ func defaultNameRules() nameRules {
 // a pathological one is judged by its first parts and its last).
 const maxParts = 24
 
-// judge returns what name says about its value, and, for an exempt name,
-// the test its value must pass to be kept.
-func (n *nameRules) judge(name []byte) (verdict, func([]byte) bool) {
+// judgement is what a name says about its value.
+type judgement struct {
+	v verdict
+	// keep tells a qualified name's harmless value.
+	keep func([]byte) bool
+	// header: the last part is authorization or cookie, whose value is a
+	// whole header line.
+	header bool
+}
+
+// judge returns what name says about its value.
+func (n *nameRules) judge(name []byte) judgement {
 	var buf [128]byte
-	lname := buf[:0]
-	for _, c := range name {
-		if len(lname) == len(buf) {
-			break
-		}
-		lname = append(lname, lowerByte(c))
-	}
-	trimmed := bytes.Trim(lname, "-_.")
-	var secret, public, strong bool
-	var lastBuf [64]byte
-	last := lastBuf[:0]
-	count := 0
-	eachPart(name, func(part []byte) {
-		count++
-		if count > maxParts {
-			if classOf(part[0]) != clsDigit {
-				last = append(last[:0], part...)
-			}
-			return
-		}
+	var parts [maxParts + 1][2]int
+	np := splitParts(name, &buf, &parts)
+	lower := buf[:min(len(name), len(buf))]
+	var secret bool
+	var last []byte
+	for k := 0; k < np; k++ {
+		part := lower[parts[k][0]:parts[k][1]]
 		if classOf(part[0]) != clsDigit {
-			last = append(last[:0], part...) // a version number is not the last word: File-3
+			last = part // a version number is not the last word: File-3
 		}
-		for _, w := range n.words {
-			if w.matches(part) {
-				secret = true
-				break
-			}
+		if !secret && n.isSecretPart(part) {
+			secret = true
 		}
+	}
+	if !secret {
+		return judgement{}
+	}
+	var public, strong bool
+	for k := 0; k < np; k++ {
+		part := lower[parts[k][0]:parts[k][1]]
 		for _, p := range n.public {
 			if string(part) == p {
 				public = true
 			}
 		}
-		for _, s := range n.strong {
-			if bytes.Contains(part, []byte(s)) {
+		for _, s := range n.strongB {
+			if bytes.Contains(part, s) {
 				strong = true
 			}
 		}
-	})
-	if !secret {
-		return notSecret, nil
 	}
 	if public && !strong {
-		return notSecret, nil
+		return judgement{}
 	}
+	j := judgement{v: secretValue, header: string(last) == "authorization" || string(last) == "cookie"}
+	trimmed := trimNamePunct(lower)
 	for _, e := range n.exempt {
 		if string(trimmed) == e.name {
-			return qualified, e.keep
+			j.v, j.keep = qualified, e.keep
+			return j
 		}
 	}
 	for _, q := range n.qualifiers {
 		if string(last) == q {
-			return qualified, isHarmless
+			j.v, j.keep = qualified, isHarmless
+			return j
 		}
 	}
-	return secretValue, nil
+	return j
 }
 
-func (w secretWord) matches(part []byte) bool {
-	switch w.match {
-	case matchExact:
-		return string(part) == w.word
-	case matchSuffix:
-		return bytes.HasSuffix(part, []byte(w.word))
-	default:
-		return bytes.Contains(part, []byte(w.word))
-	}
-}
-
-// eachPart calls f with every whole part of name, lower-cased (the slice is
-// reused between calls).
-func eachPart(name []byte, f func(part []byte)) {
-	var buf [64]byte
-	part := buf[:0]
-	flush := func() {
-		if len(part) > 0 {
-			f(part)
-			part = part[:0]
+// splitParts lower-cases name into buf and returns the bounds of its whole
+// parts: split on every non-alphanumeric byte, on camelCase boundaries
+// ("signingKey"), at the end of an acronym ("APIKey") and between letters
+// and digits ("oauth2Token"). Past maxParts, the last part found is kept in
+// the last slot.
+func splitParts(name []byte, buf *[128]byte, parts *[maxParts + 1][2]int) int {
+	n := min(len(name), len(buf))
+	np, start := 0, -1
+	flush := func(end int) {
+		if start >= 0 && end > start {
+			if np == len(parts) {
+				np--
+			}
+			parts[np] = [2]int{start, end}
+			np++
 		}
+		start = -1
 	}
-	for i := 0; i < len(name); i++ {
+	prev := uint8(clsOther)
+	for i := 0; i < n; i++ {
 		c := name[i]
-		cl := classOf(c)
+		buf[i] = lowerTable[c]
+		cl := charClass[c]
 		if cl == clsOther {
-			flush()
+			flush(i)
+			prev = cl
 			continue
 		}
-		if i > 0 && len(part) > 0 {
-			prev := classOf(name[i-1])
+		if start >= 0 {
 			switch {
-			case (prev == clsDigit) != (cl == clsDigit):
-				flush() // letters and digits: oauth2Token
-			case prev == clsLower && cl == clsUpper:
-				flush() // camelCase: signingKey
-			case prev == clsUpper && cl == clsUpper && i+1 < len(name) && classOf(name[i+1]) == clsLower:
-				flush() // an acronym ends: APIKey
+			case (prev == clsDigit) != (cl == clsDigit), prev == clsLower && cl == clsUpper,
+				prev == clsUpper && cl == clsUpper && i+1 < n && charClass[name[i+1]] == clsLower:
+				flush(i)
 			}
 		}
-		if len(part) < len(buf) {
-			part = append(part, lowerByte(c))
+		if start < 0 {
+			start = i
 		}
+		prev = cl
 	}
-	flush()
+	flush(n)
+	return np
 }
+
+// eachPart calls f with every whole part of name, lower-cased.
+func eachPart(name []byte, f func(part []byte)) {
+	var buf [128]byte
+	var parts [maxParts + 1][2]int
+	np := splitParts(name, &buf, &parts)
+	for k := 0; k < np; k++ {
+		f(buf[parts[k][0]:parts[k][1]])
+	}
+}
+
+var charClass = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = uint8(classOf(byte(i)))
+	}
+	return t
+}()
 
 const (
 	clsOther = iota

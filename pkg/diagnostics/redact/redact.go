@@ -52,11 +52,12 @@ type Redactor struct {
 	// pairs maps the first two lower-cased bytes of a trigger literal to
 	// its bucket (index + 1): the prefilter.
 	pairs    [1 << 16]uint16
-	buckets  [][]uint16
+	buckets  []bucket
 	triggers []trigger
 	// cls classifies bytes for base64 runs: clsB64 (alphanumerics),
 	// clsStd (+ /), clsURL (- _).
-	cls [256]uint8
+	cls   [256]uint8
+	lower [256]byte
 
 	names     nameRules
 	formats   []format
@@ -69,6 +70,16 @@ const (
 	clsStd
 	clsURL
 )
+
+// bucket is the triggers sharing their first two bytes, and the bit set of
+// the third bytes they go on with: most pair hits stop there.
+type bucket struct {
+	triggers []uint16
+	third    [4]uint64
+	anyThird bool // a two-byte trigger
+}
+
+func (b *bucket) admits(c byte) bool { return b.anyThird || b.third[c>>6]&(1<<(c&63)) != 0 }
 
 // rules is everything a Redactor matches; tests build Redactors with one
 // entry removed to check that every entry is needed.
@@ -91,8 +102,10 @@ func New() *Redactor { return newRedactor(defaultRules()) }
 
 func newRedactor(rs rules) *Redactor {
 	r := &Redactor{names: rs.names, formats: rs.formats, flags: rs.flags, pemPublic: rs.pemPublic}
+	r.names.compile()
 	for i := range r.cls {
 		b := byte(i)
+		r.lower[i] = lowerByte(b)
 		switch {
 		case classOf(b) != clsOther:
 			r.cls[i] = clsB64
@@ -129,10 +142,17 @@ func newRedactor(rs rules) *Redactor {
 	for i, t := range ts {
 		k := uint16(t.lit[0])<<8 | uint16(t.lit[1])
 		if r.pairs[k] == 0 {
-			r.buckets = append(r.buckets, nil)
+			r.buckets = append(r.buckets, bucket{})
 			r.pairs[k] = uint16(len(r.buckets))
 		}
-		r.buckets[r.pairs[k]-1] = append(r.buckets[r.pairs[k]-1], uint16(i))
+		b := &r.buckets[r.pairs[k]-1]
+		b.triggers = append(b.triggers, uint16(i))
+		if len(t.lit) == 2 {
+			b.anyThird = true
+		} else {
+			c := t.lit[2]
+			b.third[c>>6] |= 1 << (c & 63)
+		}
 	}
 	return r
 }
@@ -224,16 +244,16 @@ func (r *Redactor) String(s string) (string, int) {
 // a number, a plain word); otherwise it is redacted as text.
 func (r *Redactor) Field(path []string, value string) string {
 	if len(path) > 0 && !isNotSecretValue([]byte(value)) {
-		switch v, keep := r.names.judge([]byte(path[len(path)-1])); v {
+		switch j := r.names.judge([]byte(path[len(path)-1])); j.v {
 		case secretValue:
 			return Mask
 		case qualified:
-			if !keep([]byte(value)) {
+			if !j.keep([]byte(value)) {
 				return Mask
 			}
 		}
 		for _, p := range path[:len(path)-1] {
-			if v, _ := r.names.judge([]byte(p)); v == secretValue && !isHarmless([]byte(value)) {
+			if r.names.judge([]byte(p)).v == secretValue && !isHarmless([]byte(value)) {
 				return Mask
 			}
 		}
@@ -401,41 +421,34 @@ func yamlKeyEnd(line []byte, p int) int {
 func (c *lineCtx) scan() {
 	r, line := c.r, c.line
 	n := len(line)
-	stdStart, urlStart := -1, -1
-	urlSep := false
+	// One run over all base64 and base64url bytes; the (rare) long ones
+	// are split into their base64 and base64url runs afterwards.
+	runStart := -1
 	nameDone := 0
 	for i := 0; i < n; i++ {
 		b := line[i]
-		cl := r.cls[b]
-		if cl&(clsB64|clsStd) != 0 {
-			if stdStart < 0 {
-				stdStart = i
+		if r.cls[b] != 0 {
+			if runStart < 0 {
+				runStart = i
 			}
-		} else if stdStart >= 0 {
-			c.endRun(stdStart, i, false)
-			stdStart = -1
-		}
-		if cl&(clsB64|clsURL) != 0 {
-			if urlStart < 0 {
-				urlStart, urlSep = i, false
+		} else if runStart >= 0 {
+			if i-runStart >= minKeyRun {
+				c.splitRun(runStart, i)
 			}
-			if cl == clsURL {
-				urlSep = true
-			}
-		} else if urlStart >= 0 {
-			if urlSep {
-				c.endRun(urlStart, i, true)
-			}
-			urlStart = -1
+			runStart = -1
 		}
 		if i+1 == n {
 			break
 		}
-		k := r.pairs[uint16(lowerByte(b))<<8|uint16(lowerByte(line[i+1]))]
+		k := r.pairs[uint16(r.lower[b])<<8|uint16(r.lower[line[i+1]])]
 		if k == 0 {
 			continue
 		}
-		for _, ti := range r.buckets[k-1] {
+		bk := &r.buckets[k-1]
+		if i+2 < n && !bk.admits(r.lower[line[i+2]]) {
+			continue
+		}
+		for _, ti := range bk.triggers {
 			t := &r.triggers[ti]
 			if !hasPrefixFold(line[i:], t.lit) {
 				continue
@@ -449,11 +462,31 @@ func (c *lineCtx) scan() {
 			c.hit(t, i)
 		}
 	}
-	if stdStart >= 0 {
-		c.endRun(stdStart, n, false)
+	if runStart >= 0 && n-runStart >= minKeyRun {
+		c.splitRun(runStart, n)
 	}
-	if urlStart >= 0 && urlSep {
-		c.endRun(urlStart, n, true)
+}
+
+// splitRun finds in a long run of base64 and base64url bytes its base64
+// runs (no - or _) and, when it has - or _, the base64url run.
+func (c *lineCtx) splitRun(from, to int) {
+	cls := &c.r.cls
+	start, url := from, false
+	for i := from; i <= to; i++ {
+		if i < to && cls[c.line[i]] != clsURL {
+			url = url || cls[c.line[i]] == clsURL
+			continue
+		}
+		if i < to {
+			url = true
+		}
+		if i-start >= minKeyRun {
+			c.endRun(start, i, false)
+		}
+		start = i + 1
+	}
+	if url {
+		c.endRun(from, to, true)
 	}
 }
 
@@ -509,7 +542,11 @@ func (c *lineCtx) hit(t *trigger, i int) {
 // base64 field after a prefix of the same shape as the previous line's.
 func (c *lineCtx) runRule() {
 	st := c.st
+	if !st.keyRun && !c.keyMaterial {
+		return // nearly every line: nothing to look at
+	}
 	f := lastField(c.line)
+	f.shape = shapeOf(c.line[:f.from])
 	if st.keyRun && !c.keyMaterial && !c.hasEnd && f.b64 && f.to-f.from >= 8 && !plainWord(c.line[f.from:f.to]) && f.shape == st.keyShape {
 		c.add(f.from, f.to, false)
 		c.keyMaterial = true
@@ -522,7 +559,9 @@ func (c *lineCtx) runRule() {
 // (':' inside a field is escaped as "\:"; the password may hold spaces).
 func (c *lineCtx) pgpass() {
 	line := c.line[c.base:]
-	if len(line) < 9 || line[0] == '#' || bytes.Count(line, []byte(":")) < 4 {
+	// Cheap tests first: this runs on every line.
+	colon := bytes.IndexByte(line, ':')
+	if len(line) < 9 || line[0] == '#' || colon <= 0 || bytes.IndexAny(line[:colon], " \t") >= 0 || bytes.Count(line, []byte(":")) < 4 {
 		return
 	}
 	var starts [5]int
@@ -606,12 +645,19 @@ func logPrefix(line []byte) int {
 	return p + t + 2
 }
 
+var lowerTable = func() (t [256]byte) {
+	for i := range t {
+		t[i] = lowerByte(byte(i))
+	}
+	return t
+}()
+
 func hasPrefixFold(s []byte, lit string) bool {
 	if len(s) < len(lit) {
 		return false
 	}
 	for i := 0; i < len(lit); i++ {
-		if lowerByte(s[i]) != lit[i] {
+		if lowerTable[s[i]] != lit[i] {
 			return false
 		}
 	}

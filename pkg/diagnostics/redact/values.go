@@ -21,21 +21,21 @@ func (c *lineCtx) name(at, n int) (end int) {
 	// first pass: judge that one, so that a second pass changes nothing.
 	xs, xe := extendOverMasks(line, s, e)
 	if xs != s || xe != e {
-		if v, _ := c.r.names.judge(line[xs:xe]); v == notSecret {
+		if c.r.names.judge(line[xs:xe]).v == notSecret {
 			return e
 		}
 		s = xs // what precedes it decides as in the first pass ("-x" is no flag there)
 	}
-	v, keep := c.r.names.judge(line[s:e])
-	if v == notSecret {
+	j := c.r.names.judge(line[s:e])
+	if j.v == notSecret {
 		return e
 	}
-	vs, ok := c.valueAfter(s, e)
+	vs, ok := c.valueAfter(s, e, j.header)
 	if !ok {
 		return e
 	}
 	val := line[vs.from:vs.to]
-	if v == qualified && (keep(bytes.TrimSpace(val)) || c.keyOfPair(s, e, val)) {
+	if j.v == qualified && (j.keep(bytes.TrimSpace(val)) || c.keyOfPair(s, e, val)) {
 		// A kept value opens nothing for the next lines.
 		c.st.block, c.st.tomlDelim = false, ""
 		return e
@@ -60,8 +60,7 @@ func (c *lineCtx) keyOfPair(s, e int, val []byte) bool {
 			return false
 		}
 	}
-	v, _ := c.r.names.judge(val)
-	return len(val) > 0 && v != notSecret
+	return len(val) > 0 && c.r.names.judge(val).v != notSecret
 }
 
 func extendOverMasks(line []byte, s, e int) (int, int) {
@@ -83,7 +82,7 @@ func extendOverMasks(line []byte, s, e int) (int, int) {
 // valueAfter finds the value of the secret name at line[s:e], and records
 // what the name opens for the next lines (a YAML block or subtree, a TOML
 // multi-line string, an env var list entry).
-func (c *lineCtx) valueAfter(s, e int) (span, bool) {
+func (c *lineCtx) valueAfter(s, e int, header bool) (span, bool) {
 	line, st := c.line, c.st
 	name := line[s:e]
 	// Quotes closing a quoted key: "token": , 'token': , \"token\": , \\\"x\\\":
@@ -149,7 +148,7 @@ func (c *lineCtx) valueAfter(s, e int) (span, bool) {
 		}
 		return span{}, false
 	}
-	v, ok := c.valueSpan(s, p, sep, whole, openQuote, name)
+	v, ok := c.valueSpan(s, p, sep, whole, openQuote, header)
 	if !ok {
 		return span{}, false
 	}
@@ -209,7 +208,7 @@ func isFlag(name []byte) bool {
 
 // valueSpan finds the value starting at p after the separator of the name
 // at s.
-func (c *lineCtx) valueSpan(s, p int, sep byte, whole bool, openQuote byte, name []byte) (span, bool) {
+func (c *lineCtx) valueSpan(s, p int, sep byte, whole bool, openQuote byte, header bool) (span, bool) {
 	line, st := c.line, c.st
 	if bytes.HasPrefix(line[p:], []byte(Mask)) {
 		return span{}, false
@@ -243,7 +242,7 @@ func (c *lineCtx) valueSpan(s, p int, sep byte, whole bool, openQuote byte, name
 		} else {
 			sp = span{from: p, to: p + e}
 		}
-	case headerName(name):
+	case header:
 		// A header value has spaces and quotes ("Digest username=\"u\",
 		// response=...", cookies): it runs to the end of the line.
 		sp = span{from: p, to: len(line), eol: true}
@@ -297,27 +296,34 @@ func valueEnd(line []byte, s, p int) int {
 	if before == '-' && s > 1 {
 		before = line[s-2] // "--token": what precedes the dashes
 	}
-	stops := " \t\r\"'\\"
+	stops := &stopsSpace
 	switch before {
 	case '?', '&':
-		stops += "&#"
+		stops = &stopsQuery
 	case ';':
-		stops = ";\"'\\\r"
+		stops = &stopsField
 	case ',', '{', '(', '[':
-		stops += ",}])"
+		stops = &stopsMember
 	}
 	e := p
-	for e < len(line) && bytes.IndexByte([]byte(stops), line[e]) < 0 {
+	for e < len(line) && !stops[line[e]] {
 		e++
 	}
 	return e
 }
 
-// headerName reports names whose value is a whole header line.
-func headerName(name []byte) bool {
-	var last []byte
-	eachPart(name, func(p []byte) { last = append(last[:0], p...) })
-	return string(last) == "authorization" || string(last) == "cookie"
+var (
+	stopsSpace  = byteSet(" \t\r\"'\\")
+	stopsQuery  = byteSet(" \t\r\"'\\&#")
+	stopsField  = byteSet(";\"'\\\r")
+	stopsMember = byteSet(" \t\r\"'\\,}])")
+)
+
+func byteSet(s string) (t [256]bool) {
+	for i := 0; i < len(s); i++ {
+		t[s[i]] = true
+	}
+	return t
 }
 
 // quoteAt reports a (possibly escaped) quote at p: its quote byte and the
@@ -458,7 +464,14 @@ func indexFold(s []byte, word string) int {
 
 // notSecretValues carry nothing to hide.
 func isNotSecretValue(v []byte) bool {
-	switch string(bytes.ToLower(v)) {
+	if len(v) > 10 {
+		return false
+	}
+	var buf [10]byte
+	for i, b := range v {
+		buf[i] = lowerTable[b]
+	}
+	switch string(buf[:len(v)]) {
 	case "", "true", "false", "null", "nil", "none", "~", "{}", "[]", `""`, "''", "[redacted]", "<nil>":
 		return true
 	}
@@ -473,11 +486,49 @@ func isPath(v []byte) bool {
 	return v[0] == '/' || bytes.HasPrefix(v, []byte("./")) || bytes.HasPrefix(v, []byte("../")) || bytes.HasPrefix(v, []byte("~/"))
 }
 
-var (
-	labelKeyRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	quantityRE = regexp.MustCompile(`^[0-9][0-9.]*(ns|us|µs|ms|s|m|h|d|Ki|Mi|Gi|Ti|k|K|M|G|T|%)?([0-9.]+(ns|us|µs|ms|s|m|h))*$`)
-	wordListRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*([-_.,:+/][A-Za-z0-9]+)*$`)
-)
+var labelKeyRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// isQuantity reports a number, a duration or a size: "2048", "1.5",
+// "24h0m0s", "30s", "100Mi", "80%".
+func isQuantity(v []byte) bool {
+	if len(v) == 0 || classOf(v[0]) != clsDigit {
+		return false
+	}
+	for _, b := range v {
+		switch {
+		case classOf(b) == clsDigit, b == '.', b == '%':
+		case classOf(b) == clsLower || classOf(b) == clsUpper:
+			switch b {
+			case 'n', 'u', 's', 'm', 'h', 'd', 'K', 'M', 'G', 'T', 'i', 'k':
+			default:
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isWordList reports a plain word or words joined by punctuation, each
+// starting with a letter or digit: "Webhook", "Node,RBAC", "hmac-sha256".
+func isWordList(v []byte) bool {
+	if len(v) == 0 || classOf(v[0]) == clsDigit || classOf(v[0]) == clsOther {
+		return false
+	}
+	prevSep := false
+	for _, b := range v {
+		switch {
+		case classOf(b) != clsOther:
+			prevSep = false
+		case bytes.IndexByte([]byte("-_.,:+/"), b) >= 0 && !prevSep:
+			prevSep = true
+		default:
+			return false
+		}
+	}
+	return !prevSep
+}
 
 // isLabelKey reports a Kubernetes label or taint key with a DNS prefix.
 func isLabelKey(v []byte) bool {
@@ -512,9 +563,9 @@ func isHarmless(v []byte) bool {
 	switch {
 	case isNotSecretValue(v), isPath(v), bytes.Contains(v, []byte("://")):
 		return true
-	case len(v) <= 24 && quantityRE.Match(v):
+	case len(v) <= 24 && isQuantity(v):
 		return true
-	case len(v) <= 64 && wordListRE.Match(v):
+	case len(v) <= 64 && isWordList(v):
 		return !tokenShaped(v)
 	}
 	return false

@@ -87,8 +87,12 @@ func (w *Writer) Write(p []byte) (int, error) {
 			}
 			break
 		}
-		w.buf = append(w.buf, p[:i]...)
-		w.finishLine(true)
+		if len(w.buf) == 0 && !w.cutLine {
+			w.finish(p[:i], true) // the common case: no copy
+		} else {
+			w.buf = append(w.buf, p[:i]...)
+			w.finishLine(true)
+		}
 		p = p[i+1:]
 	}
 	w.flush()
@@ -117,25 +121,84 @@ func (w *Writer) piece() {
 
 // finishLine redacts the rest of the current line.
 func (w *Writer) finishLine(nl bool) {
-	var n int
-	var info lineInfo
-	first := !w.cutLine
-	w.scratch, n, info = w.r.redact(w.scratch[:0], w.buf, w.ctx, len(w.buf), &w.st, first, true)
-	w.release(info.hasEnd)
-	if f := lastField(w.scratch); first && f.b64 && f.to-f.from >= 8 {
-		// It may be the last line of a private key whose BEGIN is out of
-		// the window: the next line tells.
-		w.held = append(w.held[:0], w.scratch...)
-		w.hasHeld, w.heldNL = true, nl
-		if !w.discard {
-			w.count += n
-		}
-	} else {
-		w.emit(w.scratch, nl, n)
-	}
+	w.finish(w.buf, nl)
 	w.buf = w.buf[:0]
 	w.ctx = 0
 	w.cutLine = false
+}
+
+// finish redacts the rest of line (line[w.ctx:] when it was cut) into the
+// output, or holds it back when it may be the last line of a private key
+// whose BEGIN is out of the window (the next line tells).
+func (w *Writer) finish(line []byte, nl bool) {
+	first := !w.cutLine
+	if w.hasHeld {
+		var n int
+		var info lineInfo
+		w.scratch, n, info = w.r.redact(w.scratch[:0], line, w.ctx, len(line), &w.st, first, true)
+		w.release(info.hasEnd)
+		w.finished(w.scratch, nl, n, first)
+		return
+	}
+	start := len(w.out)
+	var n int
+	w.out, n, _ = w.r.redact(w.out, line, w.ctx, len(line), &w.st, first, true)
+	if first && w.holds(w.out[start:]) {
+		w.held = append(w.held[:0], w.out[start:]...)
+		w.out = w.out[:start]
+		w.hasHeld, w.heldNL = true, nl
+		w.counted(n)
+		return
+	}
+	if w.discard {
+		w.out = w.out[:start]
+		return
+	}
+	w.count += n
+	if nl {
+		w.out = append(w.out, '\n')
+	}
+	if len(w.out) > 64<<10 {
+		w.flush()
+	}
+}
+
+// finished writes out or holds a line redacted into a buffer of its own.
+func (w *Writer) finished(b []byte, nl bool, n int, first bool) {
+	if first && w.holds(b) {
+		w.held = append(w.held[:0], b...)
+		w.hasHeld, w.heldNL = true, nl
+		w.counted(n)
+		return
+	}
+	w.emit(b, nl, n)
+}
+
+// holds reports a redacted line to hold back: its last field is base64 that
+// could be the short last line of a key block.
+func (w *Writer) holds(b []byte) bool {
+	// Fast refusal from the end (on every line): the last field must be
+	// eight base64 bytes or more.
+	end := len(b)
+	for end > 0 && (isSpace(b[end-1]) || b[end-1] == ',' || b[end-1] == '"' || b[end-1] == '\'' || b[end-1] == '\\') {
+		end--
+	}
+	for k := 1; k <= 8; k++ {
+		if end-k < 0 || !isBase64(b[end-k]) {
+			if !(end-k >= 1 && b[end-k] == 'n' && b[end-k-1] == '\\') {
+				return false
+			}
+			break
+		}
+	}
+	f := lastField(b)
+	return f.std && f.to-f.from >= 8 && !plainWord(b[f.from:f.to])
+}
+
+func (w *Writer) counted(n int) {
+	if !w.discard {
+		w.count += n
+	}
 }
 
 // release writes out the held line; endFollows masks its last field first
