@@ -179,21 +179,24 @@ func credentialLike(cred []byte, basic bool) bool {
 	return len(cred) > 16 // a long lower-case run is no word either
 }
 
+// maxAuthority bounds how far a URL's userinfo is looked for.
+const maxAuthority = 2048
+
 // userinfo masks the password of a URL ("scheme://user:password@host"),
 // also with an empty user and with '@' inside the password (the userinfo
 // ends at the authority's last '@'), and a user part that is a token
-// ("https://ghp_...@github.com").
-func (c *lineCtx) userinfo(i int) {
+// ("https://ghp_...@github.com"). It returns where what it looked at ends.
+func (c *lineCtx) userinfo(i int) int {
 	line := c.line
 	p := i + 3
 	end := p
-	for end < len(line) && !isSpace(line[end]) && line[end] != '"' && line[end] != '\'' && line[end] != '<' && line[end] != '>' && line[end] != '\\' {
+	for end < len(line) && end-p < maxAuthority && !isSpace(line[end]) && line[end] != '"' && line[end] != '\'' && line[end] != '<' && line[end] != '>' && line[end] != '\\' {
 		end++
 	}
 	auth := line[p:end]
 	at := bytes.LastIndexByte(auth, '@')
 	if at < 0 {
-		return
+		return end
 	}
 	ui := auth[:at]
 	// The authority ends at the first '/', '?' or '#'; one after a ':' may
@@ -201,17 +204,18 @@ func (c *lineCtx) userinfo(i int) {
 	// "host:443/path/@x" loses its "443/path/").
 	colon := bytes.IndexByte(ui, ':')
 	if slash := bytes.IndexAny(ui, "/?#"); slash >= 0 && (colon < 0 || slash < colon) {
-		return // the '@' is in the path: "https://host/@scope/pkg"
+		return p + slash // the '@' is in the path: "https://host/@scope/pkg"
 	}
 	if colon < 0 {
 		if len(ui) >= 16 {
 			c.add(p, p+at, false) // a token as the user name
 		}
-		return
+		return p + at
 	}
 	if colon+1 < at {
 		c.add(p+colon+1, p+at, false)
 	}
+	return p + at
 }
 
 // dsnAt masks the password of a Go MySQL DSN ("user:password@tcp(host)/db")
@@ -220,7 +224,7 @@ func (c *lineCtx) userinfo(i int) {
 func (c *lineCtx) dsnAt(i int) {
 	line := c.line
 	s := i
-	for s > 0 && !isSpace(line[s-1]) && line[s-1] != '"' && line[s-1] != '\'' && line[s-1] != '=' {
+	for s > c.done[doneDSN] && i-s < 512 && !isSpace(line[s-1]) && line[s-1] != '"' && line[s-1] != '\'' && line[s-1] != '=' {
 		s--
 	}
 	tok := line[s:i]
@@ -289,7 +293,7 @@ func (c *lineCtx) cmdValue(f *cmdFlag, i int) {
 	if i > 0 && !isSpace(line[i-1]) && line[i-1] != '"' && line[i-1] != '\'' {
 		return
 	}
-	if f.tool != "" && !bytes.Contains(line[:i], []byte(f.tool)) {
+	if f.tool != "" && !c.toolBefore(f.tool, i) {
 		return
 	}
 	p := i + len(f.flag)

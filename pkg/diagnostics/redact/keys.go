@@ -109,13 +109,14 @@ func (r *Redactor) pemEndOf(line []byte, from int, markers ...string) (at int, k
 	return -1, pemNone
 }
 
-// pemLine masks a BEGIN line found at i and what follows it on the line:
+// pemBegin masks a BEGIN line found at i and what follows it on the line:
 // the body up to an END on the same line (one-line JSON "\n" form), or to
 // the end of the line, in which case the block continues on the next lines.
-func (c *lineCtx) pemBegin(i int) {
+// It returns where what it looked at ends.
+func (c *lineCtx) pemBegin(i int) int {
 	label, end, ok := pemHeader(c.line, i)
 	if !ok {
-		return
+		return i + 1
 	}
 	kind := c.r.pemKindOf(label)
 	// The header is no key material, whatever runs into it: masking it
@@ -130,13 +131,14 @@ func (c *lineCtx) pemBegin(i int) {
 			c.add(end, at, false)
 			c.keyMaterial = true
 		}
-		return
+		return at
 	}
 	if kind == pemSecret {
 		c.add(end, len(c.line), true)
 		c.keyMaterial = true
 	}
 	c.st.pem, c.st.pemLeft, c.st.pemShape = kind, pemMaxLines, shapeOf(c.line[:i])
+	return len(c.line) // no END after it on the line: no later BEGIN has one either
 }
 
 // inPEM handles a line inside a block; done is false when the line is not
@@ -227,8 +229,8 @@ func (c *lineCtx) puttyPrivate(i int) {
 }
 
 // base64PEM looks at a base64 run starting with base64("-----BEGIN"): it is
-// masked unless it decodes to a public block.
-func (c *lineCtx) base64PEM(i int) {
+// masked unless it decodes to a public block. It returns the run's end.
+func (c *lineCtx) base64PEM(i int) int {
 	end := i
 	for end < len(c.line) && isBase64(c.line[end]) {
 		end++
@@ -239,10 +241,11 @@ func (c *lineCtx) base64PEM(i int) {
 	n, _ := base64.StdEncoding.Decode(dec[:], head)
 	if label, _, ok := pemHeader(dec[:n], 0); ok && c.r.pemKindOf(label) == pemPublic {
 		c.publicRun = append(c.publicRun, span{from: i, to: end})
-		return
+		return end
 	}
 	c.add(i, end, false)
 	c.keyMaterial = true
+	return end
 }
 
 func isBase64(b byte) bool {

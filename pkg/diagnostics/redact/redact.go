@@ -18,6 +18,7 @@ package redact
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 )
 
@@ -212,6 +213,64 @@ type lineCtx struct {
 	pemClosed   bool
 	field       field
 	hasEnd      bool // an END line of a secret block
+
+	// Per-line guards that keep a line with many triggers linear: where
+	// the text a handler has looked at ends (a later hit before it is
+	// inside what was seen), and lookups done once per line.
+	done     [doneKinds]int
+	netrc    int8 // 0 unknown, 1 a netrc line, -1 not
+	firstPEM int  // where the first BEGIN is (-1 none, -2 not looked)
+	tools    map[string]int
+}
+
+// done kinds: handlers that scan past their hit.
+const (
+	doneFormat = iota
+	donePEM
+	doneB64PEM
+	doneURL
+	doneDSN
+	doneKinds
+)
+
+// netrcLine reports a line with netrc words ("machine h login u password
+// p"): looked up once per line.
+func (c *lineCtx) netrcLine() bool {
+	if c.netrc == 0 {
+		c.netrc = -1
+		for _, w := range []string{"machine ", "login ", "default "} {
+			if bytes.Contains(c.line, []byte(w)) {
+				c.netrc = 1
+			}
+		}
+	}
+	return c.netrc > 0
+}
+
+// toolBefore reports whether tool appears in the line before i (looked up
+// once per line and tool).
+func (c *lineCtx) toolBefore(tool string, i int) bool {
+	if c.tools == nil {
+		c.tools = map[string]int{}
+	}
+	at, ok := c.tools[tool]
+	if !ok {
+		at = bytes.Index(c.line, []byte(tool))
+		c.tools[tool] = at
+	}
+	return at >= 0 && at < i
+}
+
+// beginBefore reports a PEM BEGIN before i on the line.
+func (c *lineCtx) beginBefore(i int) bool {
+	if c.firstPEM == -2 {
+		a, b := bytes.Index(c.line, []byte("-----BEGIN ")), bytes.Index(c.line, []byte("---- BEGIN "))
+		c.firstPEM = a
+		if a < 0 || (b >= 0 && b < a) {
+			c.firstPEM = b
+		}
+	}
+	return c.firstPEM >= 0 && c.firstPEM < i
 }
 
 func (c *lineCtx) add(from, to int, eol bool) {
@@ -271,7 +330,7 @@ type lineInfo struct {
 // before from and after to (the neighbouring pieces of an overlong line);
 // first and last say whether text starts and ends a line.
 func (r *Redactor) redact(dst, text []byte, from, to int, st *State, first, last bool) ([]byte, int, lineInfo) {
-	c := lineCtx{r: r, line: text, st: st, first: first}
+	c := lineCtx{r: r, line: text, st: st, first: first, firstPEM: -2}
 	if first {
 		c.base = logPrefix(text)
 	}
@@ -508,30 +567,41 @@ func (c *lineCtx) hit(t *trigger, i int) {
 	line := c.line
 	switch t.kind {
 	case tFormat:
+		if i < c.done[doneFormat] {
+			return // inside a token already found
+		}
 		if from, to := c.r.formats[t.idx].match(line, i); to > 0 {
 			c.add(from, to, to == len(line))
+			c.done[doneFormat] = to
 		}
 	case tScheme:
 		c.authCredential(i, len(t.lit))
 	case tURL:
-		c.userinfo(i)
+		if i >= c.done[doneURL] {
+			c.done[doneURL] = c.userinfo(i)
+		}
 	case tDSN:
 		c.dsnAt(i)
+		c.done[doneDSN] = i
 	case tFlag:
 		if f := &c.r.flags[t.idx]; bytes.HasPrefix(line[i:], []byte(f.flag)) {
 			c.cmdValue(f, i)
 		}
 	case tPEMBegin:
-		c.pemBegin(i)
+		if i >= c.done[donePEM] {
+			c.done[donePEM] = c.pemBegin(i)
+		}
 	case tPEMEnd:
 		// An END that closes a block begun on earlier lines (a one-line
 		// block has its BEGIN before it).
-		if _, kind := c.r.pemEnd(line, i); kind == pemSecret && bytes.Index(line[:i], []byte("-----BEGIN ")) < 0 && bytes.Index(line[:i], []byte("---- BEGIN ")) < 0 {
-			c.hasEnd = true
+		if !c.hasEnd && !c.beginBefore(i) {
+			if _, kind := c.r.pemEnd(line, i); kind == pemSecret {
+				c.hasEnd = true
+			}
 		}
 	case tB64PEM:
-		if bytes.HasPrefix(line[i:], []byte("LS0tLS1CRUdJTi")) {
-			c.base64PEM(i)
+		if i >= c.done[doneB64PEM] && bytes.HasPrefix(line[i:], []byte("LS0tLS1CRUdJTi")) {
+			c.done[doneB64PEM] = c.base64PEM(i)
 		}
 	case tPuTTY:
 		c.puttyPrivate(i)
@@ -559,9 +629,13 @@ func (c *lineCtx) runRule() {
 // (':' inside a field is escaped as "\:"; the password may hold spaces).
 func (c *lineCtx) pgpass() {
 	line := c.line[c.base:]
-	// Cheap tests first: this runs on every line.
-	colon := bytes.IndexByte(line, ':')
-	if len(line) < 9 || line[0] == '#' || colon <= 0 || bytes.IndexAny(line[:colon], " \t") >= 0 || bytes.Count(line, []byte(":")) < 4 {
+	// Cheap tests first: this runs on every line. The host field ends at a
+	// ':' before any space.
+	colon := 0
+	for colon < len(line) && line[colon] != ':' && line[colon] != ' ' && line[colon] != '\t' {
+		colon++
+	}
+	if len(line) < 9 || line[0] == '#' || colon == 0 || colon == len(line) || line[colon] != ':' || bytes.Count(line, []byte(":")) < 4 {
 		return
 	}
 	var starts [5]int
@@ -685,11 +759,8 @@ func (c *lineCtx) apply(dst []byte, from, to int, last bool) ([]byte, int, lineI
 		spans[i].from = max(spans[i].from, from)
 		spans[i].to = min(spans[i].to, to)
 	}
-	// Insertion sort: a line has a handful of spans.
-	for i := 1; i < len(spans); i++ {
-		for j := i; j > 0 && spans[j].from < spans[j-1].from; j-- {
-			spans[j], spans[j-1] = spans[j-1], spans[j]
-		}
+	if len(spans) > 1 {
+		slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
 	}
 	n, pos := 0, from
 	for i := 0; i < len(spans); {

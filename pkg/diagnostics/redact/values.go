@@ -186,15 +186,11 @@ func (c *lineCtx) directive(s, p int) bool {
 	}
 	if c.atLineStart(s) {
 		v := bytes.TrimSpace(line[p:])
-		// Alone on a line, a word after it is prose ("Token expired").
-		return bytes.IndexAny(v, " \t") < 0 && !plainWord(v)
+		// Alone on a line, a word after it is prose ("Token expired"), and
+		// masked text was a value of its own.
+		return bytes.IndexAny(v, " \t") < 0 && !plainWord(v) && !bytes.Contains(v, []byte(Mask))
 	}
-	for _, w := range []string{"machine ", "login ", "default "} {
-		if bytes.Contains(line, []byte(w)) {
-			return true
-		}
-	}
-	return false
+	return c.netrcLine()
 }
 
 // isFlag reports a command-line flag name: "--password", "-token" (Go's

@@ -104,7 +104,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 
 // piece redacts and writes out the next piece of an overlong line.
 func (w *Writer) piece() {
-	cut := cutPoint(w.buf, w.ctx+w.maxLine)
+	cut := cutPoint(w.buf, w.ctx, w.ctx+w.maxLine)
 	text := w.buf[:min(len(w.buf), cut+Overlap)]
 	var n int
 	var info lineInfo
@@ -242,9 +242,10 @@ func (w *Writer) flush() {
 }
 
 // cutPoint finds where to cut an overlong line: after the last separator in
-// the 4 KiB before limit, so that a token is rarely cut in two.
-func cutPoint(b []byte, limit int) int {
-	for i := limit - 1; i > limit-4096 && i > 0; i-- {
+// the 4 KiB before limit (and after from, what is written out already), so
+// that a token is rarely cut in two. The cut always moves past from.
+func cutPoint(b []byte, from, limit int) int {
+	for i := limit - 1; i > limit-4096 && i > from; i-- {
 		switch b[i] {
 		case ' ', ',', ';', '\t', '{', '}':
 			return i + 1
