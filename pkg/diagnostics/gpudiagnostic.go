@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/diagnostics/redact"
 )
 
 // GPUDiagnostics runs a GPU vendor's diagnostic on the node (NVIDIA DCGM's,
@@ -107,6 +108,9 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	// The tool's output leaves the node (served beside the bundles, copied
+	// into them, summed up in status): it is redacted like a bundle entry.
+	res, err = redactGPUResult(redact.New(), res, err)
 	var file string
 	var size int64
 	var expiry *metav1.Time
@@ -163,6 +167,39 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		s.Message = truncate(s.Message, 1024)
 	}, "Completed")
 }
+
+// redactGPUResult redacts what a GPU diagnostic's result and error carry
+// off the node.
+func redactGPUResult(red *redact.Redactor, res GPUDiagnosticResult, err error) (GPUDiagnosticResult, error) {
+	str := func(s string) string {
+		out, _ := red.String(s)
+		return out
+	}
+	if len(res.Output) > 0 {
+		res.Output = []byte(str(string(res.Output)))
+	}
+	res.Summary, res.RuntimeError = str(res.Summary), str(res.RuntimeError)
+	res.Version, res.DriverVersion = str(res.Version), str(res.DriverVersion)
+	failed := make([]string, len(res.Failed))
+	for i, f := range res.Failed {
+		failed[i] = str(f)
+	}
+	res.Failed = failed
+	if err != nil {
+		err = redactedError{msg: str(err.Error()), err: err}
+	}
+	return res, err
+}
+
+// redactedError is an error whose message is redacted; errors.Is still
+// sees what it wraps.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
 
 // finishGPU writes the diagnostic's final state: its capture status through
 // finish, and the GPU fields.

@@ -92,12 +92,18 @@ var failedRun = GPUDiagnosticResult{
 func TestGPUDiagnosticResultInStatusAndOnNode(t *testing.T) {
 	node := newNode(t)
 	h := diagtest.NewHost(t)
-	gpu := &fakeGPU{result: failedRun}
+	// What the tool prints leaves the node: a secret in it is redacted in
+	// the file and in status.
+	const secret = "Zq8vK2mW9xT4pR7n"
+	run := failedRun
+	run.Output = []byte(`{"DCGM Diagnostic": {"test_categories": [], "warning": "via https://dcgm:` + secret + `@proxy.internal:3128"}}` + "\n")
+	run.Failed = []string{"memory on GPU 0", "token=" + secret}
+	gpu := &fakeGPU{result: run}
 	startAgent(t, node, h, func(o *Options) { o.GPUDiagnostics = gpu })
 	obj := create(t, node, gpuOnly(2, 0))
 	done := waitFor(t, obj.Name, "Completed", gpuState(v1alpha1.CaptureCompleted))
 	st := done.Status.GPUDiagnostic
-	if st.Result != v1alpha1.GPUDiagnosticFail || st.Level != 2 || len(st.FailedTests) != 1 || st.FailedTests[0] != "memory on GPU 0" ||
+	if st.Result != v1alpha1.GPUDiagnosticFail || st.Level != 2 || len(st.FailedTests) != 2 || st.FailedTests[0] != "memory on GPU 0" ||
 		st.DCGMVersion != "4.6.0" || st.DriverVersion != "580.95.05" || st.StartTime == nil || st.CompletionTime == nil || st.ExpiryTime == nil {
 		t.Fatalf("status %+v", st)
 	}
@@ -111,6 +117,13 @@ func TestGPUDiagnosticResultInStatusAndOnNode(t *testing.T) {
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != st.SizeBytes || !strings.HasSuffix(st.FileName, GPUDiagnosticSuffix) || !ours(st.FileName) {
 		t.Fatalf("output file %s: %v %v", path, fi, err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || strings.Contains(string(data), secret) || !strings.Contains(string(data), "https://dcgm:[REDACTED]@proxy.internal") {
+		t.Errorf("output file not redacted (%v): %s", err, data)
+	}
+	if strings.Contains(fmt.Sprint(st), secret) {
+		t.Errorf("status carries the secret: %+v", st)
 	}
 	if c := condition(done, v1alpha1.ConditionGPUDiagnosed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Completed" {
 		t.Errorf("GPUDiagnosed %+v", c)

@@ -283,7 +283,7 @@ func plantAndCheck(t *testing.T, seed uint64) {
 	logNames := []string{"var/log/cloud-init-output.log", "var/log/syslog", "var/log/messages"}
 	configs := map[string][]string{"etc/default/kubelet": nil, "etc/containerd/config.toml": nil, "var/lib/kubelet/kubeconfig": nil, "etc/systemd/system/kubelet.service.d/20-extra.conf": nil}
 	configNames := []string{"etc/default/kubelet", "etc/containerd/config.toml", "var/lib/kubelet/kubeconfig", "etc/systemd/system/kubelet.service.d/20-extra.conf"}
-	var journal, envs, argv []string
+	var journal, envs, argv, gpuOut []string
 	var secrets []string
 	for _, p := range plants {
 		secrets = append(secrets, p.secrets...)
@@ -304,6 +304,8 @@ func plantAndCheck(t *testing.T, seed uint64) {
 		case where < 8:
 			f := configNames[g.rnd.IntN(len(configNames))]
 			configs[f] = append(configs[f], p.lines...)
+		case where == 8 && g.rnd.IntN(2) == 0:
+			gpuOut = append(gpuOut, p.lines...)
 		default:
 			journal = append(journal, p.lines...)
 		}
@@ -359,8 +361,15 @@ func plantAndCheck(t *testing.T, seed uint64) {
 		"sources": map[string]any{"journal": map[string]any{"command": "journalctl --since=-1h --header 'X-Api-Key: " + cs + "'"}}}
 	secrets = append(secrets, cs, ck)
 
+	// A GPU diagnostic's output (a file of the agent's, copied in).
+	gpuFile := filepath.Join(t.TempDir(), "gpu-diagnostic.json")
+	if err := os.WriteFile(gpuFile, []byte(`{"DCGM Diagnostic": {"test_categories": []}}`+"\n"+strings.Join(gpuOut, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	// A random tail window, per-file cap and bundle cap.
 	e := env(h)
+	e.GPUDiagnosticFile = gpuFile
 	e.LogTailBytes = 1024 + g.rnd.Int64N(total)
 	maxFile := int64(8<<10) + g.rnd.Int64N(4<<20)
 	maxBundle := int64(bundle.Reserve) + 64<<10 + g.rnd.Int64N(8<<20)
@@ -419,6 +428,7 @@ func plantAndCheck(t *testing.T, seed uint64) {
 		"nodemend/effective-config.yaml":                             {"endpoint: https://collector.internal/x", "user: bot"},
 		"system/processes.txt":                                       {"/usr/bin/java"},
 		"system/environ/kubelet-1034.env":                            {"AWS_REGION=us-east-1"},
+		"accelerators/nvidia/dcgm-diagnostic.json":                   {`{"DCGM Diagnostic": {"test_categories": []}}`},
 		"runtime/etc/systemd/system/kubelet.service.d/20-extra.conf": innocentLines(),
 	} {
 		content, ok := files[path]

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math/rand/v2"
 	"strings"
 )
@@ -37,6 +38,18 @@ func pemBody(seed uint64, lines int) []string {
 		out = append(out, b64(seed+uint64(i), 64))
 	}
 	return append(out, b64(seed+99, 23)+"=")
+}
+
+// sshBlob is the base64 of an SSH public key blob of the given key type
+// (RFC 4253's length-prefixed name, then random key bytes).
+func sshBlob(keyType string, seed uint64) string {
+	rnd := rand.New(rand.NewPCG(seed, seed))
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(keyType)))
+	b = append(b, keyType...)
+	for range 72 {
+		b = append(b, byte(rnd.Uint32()))
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 func masked(lines []string) []string {
@@ -90,6 +103,8 @@ func innocentCases() []tcase {
 		keep("certificate data", "    certificate-authority-data: "+base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\n"+b64(1, 64)+"\n-----END CERTIFICATE-----\n"))),
 		keep("ssh public key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKpGh3DLYyXuF0d6MWvHf7s3uWQ1xw0DHpdtKmbW4Zq9 ec2-user@host"),
 		keep("ssh rsa public key", "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7"+b64(7, 60)+" admin"),
+		keep("ssh ecdsa public key", "ecdsa-sha2-nistp256 "+sshBlob("ecdsa-sha2-nistp256", 8)+" root@host"),
+		keep("ssh security key public key", "sk-ssh-ed25519@openssh.com "+sshBlob("sk-ssh-ed25519@openssh.com", 9)+" me@laptop"),
 		keep("path with words", "/var/lib/kubelet/pods/Something/Volumes/KubernetesProjectedTokens/Data2"),
 		keep("camel identifier", "TestFooBarBazWithSomethingLongerThanFortyChars2"),
 		keep("aws role", "assumed role arn:aws:iam::123456789012:role/eksctl-my-cluster-nodegroup-ng-1-NodeInstanceRole-1A2B3C4D5E6F"),
@@ -347,7 +362,7 @@ func pemLabelCases() []tcase {
 	var out []tcase
 	for i, l := range []string{"CERTIFICATE", "TRUSTED CERTIFICATE", "X509 CRL", "CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST",
 		"PUBLIC KEY", "RSA PUBLIC KEY", "SSH2 PUBLIC KEY", "PGP PUBLIC KEY BLOCK", "PGP SIGNATURE",
-		"DH PARAMETERS", "EC PARAMETERS", "PKCS7", "CMS"} {
+		"DH PARAMETERS", "EC PARAMETERS", "PKCS7", "CMS", "PGP SIGNED MESSAGE"} {
 		out = append(out, keep("public pem "+l, join(ls("-----BEGIN "+l+"-----"), pemBody(uint64(100+10*i), 2), ls("-----END "+l+"-----"))))
 	}
 	return out
@@ -393,6 +408,14 @@ func formCases() []tcase {
 			join(ls("-----BEGIN OpenVPN Static key V1-----", Mask, Mask, "-----END OpenVPN Static key V1-----"))},
 		{"ssh2 private key", join(ls("---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", "Comment: \"rsa-key\""), key[:2], ls("---- END SSH2 ENCRYPTED PRIVATE KEY ----")),
 			join(ls("---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", "Comment: \"rsa-key\""), masked(key[:2]), ls("---- END SSH2 ENCRYPTED PRIVATE KEY ----"))},
+		{"ssh2 key on one line", `"data":"---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: \"rsa-key\"\n` + key[0][:60] + `\n` + key[4] + `\n---- END SSH2 ENCRYPTED PRIVATE KEY ----\n"`,
+			`"data":"---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----` + Mask + `---- END SSH2 ENCRYPTED PRIVATE KEY ----\n"`},
+		{"ssh2 key only last line left", join(key[len(key)-1:], ls("---- END SSH2 ENCRYPTED PRIVATE KEY ----")), join(masked(key[len(key)-1:]), ls("---- END SSH2 ENCRYPTED PRIVATE KEY ----"))},
+		{"ssh2 key comment", join(ls("---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", "Comment: rsa-key-20240612"), key[:2], ls("---- END SSH2 ENCRYPTED PRIVATE KEY ----")),
+			join(ls("---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", "Comment: rsa-key-20240612"), masked(key[:2]), ls("---- END SSH2 ENCRYPTED PRIVATE KEY ----"))},
+		{"pgp key version", join(ls("-----BEGIN PGP PRIVATE KEY BLOCK-----", "Version: GnuPG v2.0.22 (GNU/Linux)", ""), key, ls("=njUN", "-----END PGP PRIVATE KEY BLOCK-----")),
+			join(ls("-----BEGIN PGP PRIVATE KEY BLOCK-----", "Version: GnuPG v2.0.22 (GNU/Linux)", ""), masked(key), ls("=njUN", "-----END PGP PRIVATE KEY BLOCK-----"))},
+		keep("pgp signed message", join(ls("-----BEGIN PGP SIGNED MESSAGE-----", "", "SHA256 0a1b2c3d4e5f60718293a4b5c6d7e8f9 main/Packages", "-----BEGIN PGP SIGNATURE-----"))),
 		{"putty key", join(ls("PuTTY-User-Key-File-3: ssh-ed25519", "Encryption: none", "Comment: eddsa-key", "Public-Lines: 2",
 			"AAAAC3NzaC1lZDI1NTE5AAAAIKpGh3DLYyXuF0d6MWvHf7s3uWQ1xw0DHpdtKmbW", "4Zq9", "Private-Lines: 1", "AAAAIBxq", "Private-MAC: 8f9e0a1b2c3d")),
 			join(ls("PuTTY-User-Key-File-3: ssh-ed25519", "Encryption: none", "Comment: eddsa-key", "Public-Lines: 2",
@@ -431,6 +454,9 @@ func formCases() []tcase {
 		{"journal continuation lines", join(ls("2024-06-12T10:00:01.000001+0000 ip-10-0-1-23 app[9]: token: |", "                                                       abc123", "2024-06-12T10:00:01.000002+0000 ip-10-0-1-23 app[9]: done")),
 			join(ls("2024-06-12T10:00:01.000001+0000 ip-10-0-1-23 app[9]: token: |", "                                                       "+Mask, "2024-06-12T10:00:01.000002+0000 ip-10-0-1-23 app[9]: done"))},
 		{"netrc line", "machine api.example.com login bob password hunter2", "machine api.example.com login bob password [REDACTED]"},
+		{"netrc machine", "machine api.example.com password hunter2", "machine api.example.com password [REDACTED]"},
+		{"netrc default", "default password hunter2", "default password [REDACTED]"},
+		{"netrc login", "  login bob password hunter2", "  login bob password [REDACTED]"},
 		{"netrc multi-line", join(ls("machine api.example.com", "  login bob", "  password hunter2")), join(ls("machine api.example.com", "  login bob", "  password [REDACTED]"))},
 		{"shadow hash", "root:$6$rounds=5000$saltsalt$abcdefghijklmnopqrstuvwxyz0123:19000:0:99999:7:::", "root:[REDACTED]:19000:0:99999:7:::"},
 		{"env", "AWS_SECRET_ACCESS_KEY=abc/def+ghi", "AWS_SECRET_ACCESS_KEY=[REDACTED]"},

@@ -29,7 +29,7 @@ func publicPEMLabels() []string {
 	return []string{
 		"CERTIFICATE", "TRUSTED CERTIFICATE", "X509 CRL", "CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST",
 		"PUBLIC KEY", "RSA PUBLIC KEY", "SSH2 PUBLIC KEY", "PGP PUBLIC KEY BLOCK", "PGP SIGNATURE",
-		"DH PARAMETERS", "EC PARAMETERS", "PKCS7", "CMS",
+		"DH PARAMETERS", "EC PARAMETERS", "PKCS7", "CMS", "PGP SIGNED MESSAGE",
 	}
 }
 
@@ -160,7 +160,7 @@ func (c *lineCtx) inPEM() (done bool) {
 		st.pem = pemNone
 		return false
 	}
-	if len(bytes.TrimSpace(line)) == 0 || isPEMHeaderLine(line) {
+	if len(bytes.TrimSpace(line)) == 0 || c.r.pemHeaderLine(line) {
 		return true // "Proc-Type: 4,ENCRYPTED", "DEK-Info: ...": not secret
 	}
 	// A body line: base64 alone, after the same prefix as the BEGIN line's
@@ -202,9 +202,20 @@ func insideMask(line []byte, from, to int) bool {
 	return from > 0 && to < len(line) && line[from-1] == '[' && line[to] == ']' && string(line[from:to]) == Mask[1:len(Mask)-1]
 }
 
-func isPEMHeaderLine(line []byte) bool {
+// pemHeaders name the header lines a private block may have between its
+// BEGIN line and its body (RFC 1421's encrypted PEM, RFC 4716's SSH2 keys,
+// OpenPGP armour): they stay readable, and the block goes on after them.
+// Another line that is no body line ends the block's state; its body is
+// then still found by its shape.
+func pemHeaders() []string { return []string{"Proc-Type:", "DEK-Info:", "Comment:", "Version:"} }
+
+// sshKeyTypes start the key type names of SSH public key blobs (ssh-rsa,
+// ssh-ed25519, ecdsa-sha2-nistp256, sk-ssh-ed25519@openssh.com).
+func sshKeyTypes() []string { return []string{"ssh-", "ecdsa-", "sk-"} }
+
+func (r *Redactor) pemHeaderLine(line []byte) bool {
 	t := bytes.TrimSpace(line)
-	for _, h := range []string{"Proc-Type:", "DEK-Info:", "Comment:", "Version:", "Hash:", "Charset:"} {
+	for _, h := range r.pemHeaders {
 		if bytes.HasPrefix(t, []byte(h)) {
 			return true
 		}
@@ -258,7 +269,7 @@ func (c *lineCtx) keyRuns() {
 		if c.covered(rn) {
 			continue
 		}
-		if isKeyMaterial(c.line[rn.from:rn.to], rn.url) {
+		if s := c.line[rn.from:rn.to]; isKeyMaterial(s, rn.url) && (rn.url || !c.r.sshPublicBlob(s)) {
 			c.add(rn.from, rn.to, false)
 			c.keyMaterial = true
 		}
@@ -315,10 +326,7 @@ func isKeyMaterial(s []byte, url bool) bool {
 	if wordiness(s) >= 0.7 {
 		return false // CamelCaseIdentifierNames
 	}
-	if slashes >= 2 && pathLike(s) {
-		return false
-	}
-	return !sshPublicBlob(s)
+	return slashes < 2 || !pathLike(s)
 }
 
 // wordiness is the share of s in runs that read as words: an optional
@@ -359,7 +367,7 @@ func pathLike(s []byte) bool {
 // sshPublicBlob reports the base64 of an SSH public key blob ("AAAAB3NzaC1yc2E..."):
 // a length-prefixed key type name. OpenSSH private keys start otherwise
 // ("b3BlbnNzaC1rZXktdjE", openssh-key-v1).
-func sshPublicBlob(s []byte) bool {
+func (r *Redactor) sshPublicBlob(s []byte) bool {
 	if len(s) < 24 {
 		return false
 	}
@@ -373,7 +381,7 @@ func sshPublicBlob(s []byte) bool {
 		return false
 	}
 	name := dec[4:n]
-	for _, p := range []string{"ssh-", "ecdsa-", "sk-"} {
+	for _, p := range r.sshKeyTypes {
 		if bytes.HasPrefix(name, []byte(p)) {
 			return true
 		}

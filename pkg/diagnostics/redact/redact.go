@@ -60,10 +60,14 @@ type Redactor struct {
 	cls   [256]uint8
 	lower [256]byte
 
-	names     nameRules
-	formats   []format
-	flags     []cmdFlag
-	pemPublic []string
+	names       nameRules
+	formats     []format
+	flags       []cmdFlag
+	pemPublic   []string
+	netrcWords  []string
+	envFields   []string
+	pemHeaders  []string
+	sshKeyTypes []string
 }
 
 const (
@@ -91,18 +95,42 @@ type rules struct {
 	schemes   []string
 	dsn       []string
 	pemPublic []string
+	// structural: the triggers of forms that are no list of their own.
+	structural []trigger
+	// netrcWords make a line a netrc entry; envFields name the field that
+	// holds a variable's name beside its value; pemHeaders and sshKeyTypes
+	// are public parts of key files.
+	netrcWords  []string
+	envFields   []string
+	pemHeaders  []string
+	sshKeyTypes []string
 }
 
 func defaultRules() rules {
 	return rules{names: defaultNameRules(), formats: formats(), flags: cmdFlags(), schemes: authSchemes(),
-		dsn: dsnMarkers(), pemPublic: publicPEMLabels()}
+		dsn: dsnMarkers(), pemPublic: publicPEMLabels(), structural: structuralTriggers(),
+		netrcWords: netrcWords(), envFields: envFields(), pemHeaders: pemHeaders(), sshKeyTypes: sshKeyTypes()}
+}
+
+// structuralTriggers start the forms that have one literal each: URLs with
+// userinfo, PEM and SSH2 armour, base64 of a PEM header, PuTTY's private
+// lines.
+func structuralTriggers() []trigger {
+	return []trigger{
+		{lit: "://", kind: tURL},
+		{lit: "-----begin ", kind: tPEMBegin}, {lit: "---- begin ", kind: tPEMBegin},
+		{lit: "-----end ", kind: tPEMEnd}, {lit: "---- end ", kind: tPEMEnd},
+		{lit: "ls0tls1crudjti", kind: tB64PEM}, // base64("-----BEGIN")
+		{lit: "private-lines:", kind: tPuTTY},
+	}
 }
 
 // New builds a Redactor.
 func New() *Redactor { return newRedactor(defaultRules()) }
 
 func newRedactor(rs rules) *Redactor {
-	r := &Redactor{names: rs.names, formats: rs.formats, flags: rs.flags, pemPublic: rs.pemPublic}
+	r := &Redactor{names: rs.names, formats: rs.formats, flags: rs.flags, pemPublic: rs.pemPublic,
+		netrcWords: rs.netrcWords, envFields: rs.envFields, pemHeaders: rs.pemHeaders, sshKeyTypes: rs.sshKeyTypes}
 	r.names.compile()
 	for i := range r.cls {
 		b := byte(i)
@@ -132,13 +160,7 @@ func newRedactor(rs rules) *Redactor {
 	for i, f := range rs.flags {
 		ts = append(ts, trigger{lit: strings.ToLower(f.flag), kind: tFlag, idx: i})
 	}
-	ts = append(ts,
-		trigger{lit: "://", kind: tURL},
-		trigger{lit: "-----begin ", kind: tPEMBegin}, trigger{lit: "---- begin ", kind: tPEMBegin},
-		trigger{lit: "-----end ", kind: tPEMEnd}, trigger{lit: "---- end ", kind: tPEMEnd},
-		trigger{lit: "ls0tls1crudjti", kind: tB64PEM},
-		trigger{lit: "private-lines:", kind: tPuTTY},
-	)
+	ts = append(ts, rs.structural...)
 	r.triggers = ts
 	for i, t := range ts {
 		k := uint16(t.lit[0])<<8 | uint16(t.lit[1])
@@ -233,12 +255,16 @@ const (
 	doneKinds
 )
 
-// netrcLine reports a line with netrc words ("machine h login u password
-// p"): looked up once per line.
+// netrcWords are the netrc tokens (besides "password") that make a line a
+// netrc entry, in which "password x" is a password whatever stands before
+// it ("machine h login u password p", "default login u password p").
+func netrcWords() []string { return []string{"machine ", "login ", "default "} }
+
+// netrcLine reports a line with netrc words: looked up once per line.
 func (c *lineCtx) netrcLine() bool {
 	if c.netrc == 0 {
 		c.netrc = -1
-		for _, w := range []string{"machine ", "login ", "default "} {
+		for _, w := range c.r.netrcWords {
 			if bytes.Contains(c.line, []byte(w)) {
 				c.netrc = 1
 			}
@@ -271,6 +297,16 @@ func (c *lineCtx) beginBefore(i int) bool {
 		}
 	}
 	return c.firstPEM >= 0 && c.firstPEM < i
+}
+
+// masks reports whether a span found so far covers position i.
+func (c *lineCtx) masks(i int) bool {
+	for _, sp := range c.spans {
+		if sp.from <= i && i < sp.to {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *lineCtx) add(from, to int, eol bool) {
@@ -442,6 +478,13 @@ func (c *lineCtx) childValue() {
 	e := len(line)
 	if i := bytes.Index(line[v:], []byte(" #")); i >= 0 {
 		e = v + i
+	}
+	if k >= 0 && c.masks(k) {
+		// A secret found in the key takes its ':' ("-p00A:"): what is
+		// written is no key any more, and is masked whole, as a second
+		// pass would.
+		c.add(p, e, e == len(line))
+		return
 	}
 	val := bytes.TrimSpace(line[v:e])
 	switch string(val) {

@@ -97,6 +97,22 @@ func TestEveryEntryIsNeeded(t *testing.T) {
 	for i := range publicPEMLabels() {
 		ms = append(ms, mutation{"public PEM label " + publicPEMLabels()[i], func(rs *rules) { rs.pemPublic = without(rs.pemPublic, i) }})
 	}
+	for _, l := range []struct {
+		name string
+		list func(rs *rules) *[]string
+	}{
+		{"netrc word", func(rs *rules) *[]string { return &rs.netrcWords }},
+		{"env field", func(rs *rules) *[]string { return &rs.envFields }},
+		{"PEM header", func(rs *rules) *[]string { return &rs.pemHeaders }},
+		{"SSH key type", func(rs *rules) *[]string { return &rs.sshKeyTypes }},
+	} {
+		for i, e := range *l.list(&rules{netrcWords: netrcWords(), envFields: envFields(), pemHeaders: pemHeaders(), sshKeyTypes: sshKeyTypes()}) {
+			ms = append(ms, mutation{l.name + " " + e, func(rs *rules) { p := l.list(rs); *p = without(*p, i) }})
+		}
+	}
+	for i := range structuralTriggers() {
+		ms = append(ms, mutation{"trigger " + structuralTriggers()[i].lit, func(rs *rules) { rs.structural = without(rs.structural, i) }})
+	}
 	for _, m := range ms {
 		rs := defaultRules()
 		m.mutate(&rs)

@@ -168,8 +168,12 @@ func argSpan(line []byte, p int) (span, bool) {
 }
 
 // atLineStart reports whether only indentation, "export ", a YAML list
-// dash or quotes precede position s.
+// dash or quotes precede position s (after the log prefix: a name inside
+// the prefix, as a syslog tag "token:", is not at the start).
 func (c *lineCtx) atLineStart(s int) bool {
+	if s < c.base {
+		return false
+	}
 	pre := bytes.TrimLeft(c.line[c.base:s], " \t")
 	pre = bytes.TrimPrefix(pre, []byte("- "))
 	pre = bytes.TrimPrefix(pre, []byte("export "))
@@ -371,6 +375,11 @@ func xmlValue(line []byte, p int) (span, bool) {
 	return span{from: p, to: p + e}, e > 0
 }
 
+// envFields name the field that holds a variable's name, with its value in
+// a "value" field beside it: "name" (pod env lists, XML properties), "key"
+// (ECS, AWS tags, .NET appSettings).
+func envFields() []string { return []string{"name", "key"} }
+
 // envName handles a secret-looking word that is the value of a "name" or
 // "key" field (a pod's env list, ECS, AWS tags, XML properties): the value
 // follows in the same object (its span is returned) or on the next line
@@ -389,7 +398,7 @@ func (c *lineCtx) envName(s int) (span, bool) {
 	pre = bytes.TrimRight(pre[:len(pre)-1], " \t\"'\\")
 	pre = bytes.TrimSuffix(pre, []byte("<"))
 	ok := false
-	for _, w := range []string{"name", "key"} {
+	for _, w := range c.r.envFields {
 		if len(pre) >= len(w) && bytes.EqualFold(pre[len(pre)-len(w):], []byte(w)) &&
 			(len(pre) == len(w) || !isNameByte(pre[len(pre)-len(w)-1]) || pre[len(pre)-len(w)-1] == '<') {
 			ok = true
