@@ -296,13 +296,17 @@ func (c *lineCtx) cmdValue(f *cmdFlag, i int) {
 	if f.tool != "" && !c.toolBefore(f.tool, i) {
 		return
 	}
+	var encl byte
+	if i > 0 && (line[i-1] == '"' || line[i-1] == '\'') {
+		encl = line[i-1]
+	}
 	p := i + len(f.flag)
-	if bytes.Contains(argAt(line, p), []byte(Mask)) {
+	if bytes.Contains(argAt(line, p, encl), []byte(Mask)) {
 		return // masked already ("-pw=[REDACTED]")
 	}
 	switch f.form {
 	case formAttached:
-		v := argAt(line, p)
+		v := argAt(line, p, encl)
 		if len(v) == 0 || (f.tool == "" && !attachedPassword(v)) {
 			return
 		}
@@ -315,11 +319,18 @@ func (c *lineCtx) cmdValue(f *cmdFlag, i int) {
 			for p < len(line) && isSpace(line[p]) {
 				p++
 			}
+		case p < len(line) && encl != 0 && line[p] == encl:
+			// ["-u", "user:pw"]: the value is the list's next element.
+			q, ok := listElement(line, p+1)
+			if !ok {
+				return
+			}
+			p, encl = q+1, line[q]
 		default:
 			return
 		}
-		v := argAt(line, p)
-		if len(v) == 0 || v[0] == '-' {
+		v := argAt(line, p, encl)
+		if len(v) == 0 || v[0] == '-' || bytes.Contains(v, []byte(Mask)) {
 			return
 		}
 		switch f.form {
@@ -339,24 +350,55 @@ func (c *lineCtx) cmdValue(f *cmdFlag, i int) {
 	}
 }
 
-// argAt returns the command-line argument at p: up to whitespace, or the
-// quoted string.
-func argAt(line []byte, p int) []byte {
-	if p >= len(line) {
-		return nil
-	}
-	if q := line[p]; q == '"' || q == '\'' {
-		e := bytes.IndexByte(line[p+1:], q)
-		if e < 0 {
+// argAt returns the command-line argument at p: up to whitespace, with
+// quoted parts and what a shell joins to them ("s3"cr'et' is one word).
+// encl is the quote of a string the argument stands in ("-psecret" in a
+// JSON array), or 0: that quote ends the argument.
+func argAt(line []byte, p int, encl byte) []byte {
+	e := p
+	for e < len(line) && !isSpace(line[e]) {
+		q := line[e]
+		if q != '"' && q != '\'' {
+			e++
+			continue
+		}
+		if q == encl {
+			break
+		}
+		end := bytes.IndexByte(line[e+1:], q)
+		if end < 0 {
 			return line[p:]
 		}
-		return line[p : p+e+2]
-	}
-	e := p
-	for e < len(line) && !isSpace(line[e]) && line[e] != '"' && line[e] != '\'' {
-		e++
+		e += end + 2
+		if e < len(line) && !joinsWord(line[e]) {
+			break
+		}
 	}
 	return line[p:e]
+}
+
+// listElement returns where the next element of a JSON or YAML flow list
+// starts after position p, which closes a flag's element: the value of
+// `"--password", "x"` is the next element.
+func listElement(line []byte, p int) (int, bool) {
+	for p < len(line) && isSpace(line[p]) {
+		p++
+	}
+	if p >= len(line) || line[p] != ',' {
+		return 0, false
+	}
+	p++
+	for p < len(line) && isSpace(line[p]) {
+		p++
+	}
+	return p, p < len(line) && (line[p] == '"' || line[p] == '\'')
+}
+
+// joinsWord reports a byte after a closing quote that a shell would make
+// part of the same word; punctuation of a list or object around the
+// argument does not.
+func joinsWord(b byte) bool {
+	return !isSpace(b) && !bytes.ContainsRune([]byte(`,;)]}>|&<`), rune(b))
 }
 
 // attachedPassword tells "-pS3cret" from "-pv" (short flags together), a

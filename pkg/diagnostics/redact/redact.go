@@ -198,7 +198,11 @@ type State struct {
 	subtreeDepth int
 	tomlDelim    string // in a TOML multi-line string under a secret key
 	envValue     bool   // the previous line was "name: <SECRET NAME>"
-	ppkLeft      int    // PuTTY private lines still to come
+	// flagItem: the previous line was a YAML list item holding a secret
+	// flag alone ("- --password"); the item after it (its dash at column
+	// flagItem-1) is the flag's value.
+	flagItem int
+	ppkLeft  int // PuTTY private lines still to come
 	// keyRun: the previous line held key material, its last field after a
 	// prefix of shape keyShape; a short base64 line of the same shape
 	// after it is the block's last line.
@@ -379,13 +383,18 @@ func (r *Redactor) redact(dst, text []byte, from, to int, st *State, first, last
 			return c.apply(dst, from, to, last)
 		}
 	}
-	envValue := st.envValue
-	st.envValue = false
+	envValue, flagItem := st.envValue, st.flagItem
+	st.envValue, st.flagItem = false, 0
 	child := first && st.subtree && c.inSubtree()
 
 	c.scan()
 	if envValue {
 		if sp, ok := envValueLine(text, c.base, len(text), c.base); ok {
+			c.add(sp.from, sp.to, sp.eol)
+		}
+	}
+	if flagItem > 0 && first {
+		if sp, ok := c.flagItemValue(flagItem - 1); ok {
 			c.add(sp.from, sp.to, sp.eol)
 		}
 	}

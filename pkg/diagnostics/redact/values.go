@@ -102,6 +102,11 @@ func (c *lineCtx) valueAfter(s, e int, header bool) (span, bool) {
 	}
 	xml := s > 0 && line[s-1] == '<'
 	if p >= len(line) {
+		if col, ok := c.listItemAt(s); ok && isFlag(name) {
+			// "- --password": the next list item is the value.
+			st.flagItem = col + 1
+			return span{}, false
+		}
 		// A bare secret word may be an env var's name whose value follows.
 		return c.envName(s)
 	}
@@ -125,11 +130,17 @@ func (c *lineCtx) valueAfter(s, e int, header bool) (span, bool) {
 		if p < len(line) && line[p] == '-' {
 			return span{}, false
 		}
-		return argSpan(line, p)
+		return argSpan(line, p, openQuote)
+	case isFlag(name) && quotedKey && sep == ',':
+		// ["--password", "value"]: a flag and its value in a list.
+		if q, ok := listElement(line, gap); ok {
+			return argSpan(line, q, 0)
+		}
+		return span{}, false
 	case p > gap && c.directive(s, p):
 		// "password s3cret" alone on a line (netrc, redis.conf), or in a
 		// netrc "machine h login u password p".
-		return argSpan(line, p)
+		return argSpan(line, p, openQuote)
 	default:
 		// A secret-looking word as a value: "name: API_TOKEN" in an env list.
 		return c.envName(s)
@@ -155,12 +166,13 @@ func (c *lineCtx) valueAfter(s, e int, header bool) (span, bool) {
 	return v, true
 }
 
-// argSpan is the command-line argument at p, inside its quotes.
-func argSpan(line []byte, p int) (span, bool) {
+// argSpan is the command-line argument at p, inside its quotes; encl is
+// the quote of a string it stands in, or 0.
+func argSpan(line []byte, p int, encl byte) (span, bool) {
 	if bytes.HasPrefix(line[p:], []byte(Mask)) {
 		return span{}, false
 	}
-	v := argAt(line, p)
+	v := argAt(line, p, encl)
 	if len(v) > 1 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
 		return span{from: p + 1, to: p + len(v) - 1}, len(v) > 2
 	}
@@ -611,3 +623,35 @@ func indent(line []byte) int {
 }
 
 func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\r' || b == '\v' || b == '\f' }
+
+// listItemAt reports whether the name at s is a YAML block list item's
+// whole content ("  - --token", "- '--token'"), and its dash's column.
+func (c *lineCtx) listItemAt(s int) (int, bool) {
+	pre := c.line[c.base:s]
+	pre = bytes.TrimRight(pre, "\"'")
+	pre = bytes.TrimRight(pre, " \t")
+	d := len(pre) - 1
+	return d, d >= 0 && pre[d] == '-' && len(bytes.TrimLeft(pre[:d], " \t")) == 0 && s > c.base+d+1
+}
+
+// flagItemValue is the value of the list item at dash column col on the
+// line after a secret flag's item: "- s3cret", "- 's3cret'".
+func (c *lineCtx) flagItemValue(col int) (span, bool) {
+	line := c.line
+	d := c.base + col
+	if d+1 >= len(line) || line[d] != '-' || !isSpace(line[d+1]) || len(bytes.TrimLeft(line[c.base:d], " \t")) != 0 {
+		return span{}, false
+	}
+	p := d + 1
+	for p < len(line) && isSpace(line[p]) {
+		p++
+	}
+	e := len(bytes.TrimRight(line, " \t\r"))
+	if p >= e || line[p] == '-' || bytes.HasPrefix(line[p:], []byte(Mask)) {
+		return span{}, false // no value, or the next flag
+	}
+	if q := line[p]; (q == '"' || q == '\'') && e-p > 1 && line[e-1] == q {
+		p, e = p+1, e-1
+	}
+	return span{from: p, to: e, eol: e == len(line)}, e > p
+}
