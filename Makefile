@@ -2,8 +2,12 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
+# nodemend-agent's build tags. grpcnotrace: gRPC (the CRI client) leaves out
+# golang.org/x/net/trace, whose html/template keeps the linker from dropping
+# unused methods: 6 MB of the agent's binary (docs/agent.md#footprint).
+AGENT_TAGS := grpcnotrace
 
-.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e bench bench-fleet build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e bench bench-fleet bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -23,16 +27,22 @@ e2e: build kube-binaries sim-binaries deps
 bench-fleet: build kube-binaries sim-binaries deps
 	$(GO) run ./sim/cmd/bench-fleet
 
+## bench-agent: nodemend-agent beside the agent of BASE=<ref> (default: merge-base with the latest release tag, else
+## HEAD~1) on fake hosts: idle CPU, CPU per 1k kernel lines, RSS, binary size by package, fault latency (_output/bench-agent)
+bench-agent: kube-binaries deps
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) run ./sim/cmd/bench-agent -tags "$(AGENT_TAGS)" $(if $(BASE),-base $(BASE)) $(BENCH_AGENT_FLAGS)
+
 ## bench: benchmarks with the figures quoted in issues and docs
 bench: kube-binaries deps
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
 ## build: nodemend-agent with cgo (go-nvml dlopens libnvidia-ml.so.1 at run time; the same binary
-## runs on nodes without the NVIDIA driver), every other command static without cgo. See docs/accelerators.md.
+## runs on nodes without the NVIDIA driver), every other command static without cgo; all stripped of symbols and DWARF
+## (stack traces keep their function names and lines), as the images are. See docs/accelerators.md.
 build:
 	mkdir -p $(BIN)
-	CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" $(GO) build -trimpath -o $(BIN)/ ./cmd/nodemend-agent
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $$($(GO) list ./cmd/... | grep -v '/cmd/nodemend-agent$$')
+	CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" $(GO) build -trimpath -tags "$(AGENT_TAGS)" -ldflags="-s -w" -o $(BIN)/ ./cmd/nodemend-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/ $$($(GO) list ./cmd/... | grep -v '/cmd/nodemend-agent$$')
 
 kube-binaries:
 	hack/kube-binaries.sh >/dev/null

@@ -180,7 +180,7 @@ func (h *nodeHosts) sync(ctx context.Context, o any) {
 
 func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port int) error {
 	gpus, _ := strconv.Atoi(n.Labels[GPULabel])
-	if err := writeHostRoot(host.Root, host.boot, gpus); err != nil {
+	if err := WriteHostRoot(host.Root, host.boot, gpus); err != nil {
 		return err
 	}
 	ln, err := h.net.ListenPort(port)
@@ -314,10 +314,10 @@ func (s *Sim) Host(ctx context.Context, node string) (*Host, error) {
 	return host, nil
 }
 
-// writeHostRoot lays out a healthy host: the kernel log and journal the
+// WriteHostRoot lays out a healthy host: the kernel log and journal the
 // agent follows, the /proc files the kernel monitor reads, some logs for a
 // diagnostic bundle, and gpus NVIDIA device nodes.
-func writeHostRoot(root string, boot time.Time, gpus int) error {
+func WriteHostRoot(root string, boot time.Time, gpus int) error {
 	files := map[string]string{
 		"dev/kmsg":                       "",
 		"var/log/journal/sim.jsonl":      "",

@@ -17,9 +17,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/kubeconfig"
 	"nodemend.dev/nodemend/pkg/agent"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
@@ -108,7 +108,7 @@ func run(ctx context.Context, f flags) error {
 	}
 	cfg.QPS, cfg.Burst = f.qps, int(2*f.qps)
 	cfg.UserAgent = "nodemend-agent"
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := coreclient.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/agent"
 	"nodemend.dev/nodemend/pkg/health"
@@ -33,7 +33,7 @@ func TestAgentRunsWithOnlyItsBoundToken(t *testing.T) {
 	tokenCfg := configFor(bearerToken(t, id))
 	var denied ForbiddenLog
 	cfg := denied.Wrap(tokenCfg)
-	client := Must[*kubernetes.Clientset](t)(kubernetes.NewForConfig(cfg))
+	client := Must[*coreclient.Client](t)(coreclient.New(cfg))
 
 	root := hostroot.New(t).WithProc()
 	root.AppendKmsg()

@@ -31,7 +31,7 @@ func startAccelAgent(t *testing.T, root *hostroot.Root, cfg string, nvml nvidia.
 	root.WriteFile("etc/nodemend/agent.yaml", cfg)
 	m := metrics.NewAgent()
 	a, err := New(Options{
-		Client: client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
+		Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
 		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
 		NVML: nvml, AppliesPoll: 100 * time.Millisecond,
 	})

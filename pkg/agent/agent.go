@@ -14,16 +14,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/agent/events"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
@@ -40,7 +35,8 @@ import (
 
 // Options configure an agent.
 type Options struct {
-	Client   kubernetes.Interface
+	// Client is the agent's core/v1 client (internal/coreclient).
+	Client   *coreclient.Client
 	NodeName string
 	// HostRoot prefixes every host path ("/" in production).
 	HostRoot string
@@ -85,7 +81,7 @@ type Agent struct {
 	opts     Options
 	metrics  *metrics.Agent
 	exporter *exporter.Exporter
-	recorder record.EventRecorder
+	recorder *events.Recorder
 	sched    *scheduler.Scheduler
 	pods     podCache
 
@@ -149,14 +145,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	log := a.opts.Log
 
-	broadcaster := record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{
-		// One key per reason and node: a storm of one reason is throttled
-		// without starving the others.
-		SpamKeyFunc: func(e *corev1.Event) string { return e.InvolvedObject.Name + "/" + e.Reason },
+	// One rate limit per reason and node: a storm of one reason is
+	// throttled without starving the others.
+	a.recorder = events.New(events.Options{
+		Sink: a.opts.Client, Source: corev1.EventSource{Component: "nodemend-agent", Host: a.opts.NodeName},
+		Clock: a.opts.Clock, Log: log.WithName("events"),
 	})
-	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.opts.Client.CoreV1().Events("")})
-	a.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodemend-agent", Host: a.opts.NodeName})
 
 	var server *metrics.Server
 	if a.opts.MetricsAddr != "" {
@@ -183,7 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		OnLag:  func(_ string, lag time.Duration) { a.metrics.SchedulerLag(lag) },
 		OnSkip: a.metrics.SchedulerSkip,
 	})
-	a.pods = startPodInformer(ctx, a.opts.Client, a.opts.NodeName)
+	a.pods = newPodCache(ctx, a.opts.Client, a.opts.NodeName)
 
 	// The first config must be valid.
 	if err := a.loadConfig(ctx); err != nil {
@@ -205,7 +199,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	log.Info("agent started", "hostRoot", a.opts.HostRoot) // the logger names the node
 
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); a.recorder.Run(ctx) }()
 	go func() { defer wg.Done(); _ = a.exporter.Run(ctx) }()
 	go func() { defer wg.Done(); _ = a.sched.Run(ctx) }()
 	go func() { defer wg.Done(); a.watchApplicability(ctx) }()
@@ -404,32 +399,6 @@ func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
 		}
 		a.exporter.ReportCheck(chk.Reasons, ds)
 	}}
-}
-
-// podCache lists this node's pods from an informer.
-type podCache func() ([]*corev1.Pod, error)
-
-// startPodInformer caches this node's pods. It builds the one informer it
-// needs rather than an informer factory, which would link informers for every
-// API group into the agent.
-func startPodInformer(ctx context.Context, client kubernetes.Interface, node string) podCache {
-	lw := cache.NewFilteredListWatchFromClient(client.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-		})
-	informer := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 10*time.Minute, cache.Indexers{})
-	go informer.Run(ctx.Done())
-	return func() ([]*corev1.Pod, error) {
-		if !informer.HasSynced() {
-			return nil, errors.New("pod cache not synced yet")
-		}
-		objs := informer.GetStore().List()
-		pods := make([]*corev1.Pod, 0, len(objs))
-		for _, o := range objs {
-			pods = append(pods, o.(*corev1.Pod))
-		}
-		return pods, nil
-	}
 }
 
 // reportOnce logs a recurring problem once, and again only after it cleared.

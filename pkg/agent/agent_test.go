@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
@@ -22,10 +23,19 @@ import (
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 )
 
-var client kubernetes.Interface
+var (
+	// client is the tests' own clientset; agentClient the agents' client.
+	client      kubernetes.Interface
+	agentClient *coreclient.Client
+)
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) error { client = env.Client; return nil })
+	testenv.Main(m, testenv.Options{}, func(env *testenv.Env) error {
+		client = env.Client
+		var err error
+		agentClient, err = coreclient.New(env.Config)
+		return err
+	})
 }
 
 // syncedClock is a Timex reader for a host whose clock is synchronized.
@@ -62,7 +72,7 @@ func startAgent(t *testing.T, root *hostroot.Root, cfg string) *running {
 	root.WriteFile("etc/nodemend/agent.yaml", cfg)
 	m := metrics.NewAgent()
 	a, err := New(Options{
-		Client: client, NodeName: node, HostRoot: root.Path(""), ConfigPath: cfgPath,
+		Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: cfgPath,
 		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
 	})
 	if err != nil {
@@ -250,7 +260,7 @@ func TestConfigReloadAndRejection(t *testing.T) {
 func TestInvalidConfigAtStartFails(t *testing.T) {
 	root := hostroot.New(t)
 	root.WriteFile("agent.yaml", "monitors: {kernel: {enabled: maybe}}\n")
-	a, err := New(Options{Client: client, NodeName: "never", HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Log: testr.New(t)})
+	a, err := New(Options{Client: agentClient, NodeName: "never", HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +305,7 @@ func TestNoConfigFileRunsDefaults(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Client: client, NodeName: node, HostRoot: root.Path(""), Log: testr.New(t), Timex: syncedClock{}})
+	a, err := New(Options{Client: agentClient, NodeName: node, HostRoot: root.Path(""), Log: testr.New(t), Timex: syncedClock{}})
 	if err != nil {
 		t.Fatal(err)
 	}

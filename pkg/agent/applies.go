@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 )
@@ -144,7 +142,7 @@ func (a *Agent) nodeLabels() accel.NodeLabels {
 		if labels != nil && now.Sub(fetched) < labelTTL {
 			return labels, nil
 		}
-		n, err := a.opts.Client.CoreV1().Nodes().Get(ctx, a.opts.NodeName, metav1.GetOptions{})
+		n, err := a.opts.Client.GetNode(ctx, a.opts.NodeName)
 		if err != nil {
 			if labels != nil {
 				return labels, nil // stale labels beat none

@@ -71,7 +71,7 @@ func startAgentB(b *testing.B, t *testing.T, root *hostroot.Root) benchAgent {
 	root.AppendKmsg()
 	root.AppendJournal()
 	root.WriteFile("agent.yaml", fileJournal)
-	a, err := New(Options{Client: client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Timex: syncedClock{}})
+	a, err := New(Options{Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Timex: syncedClock{}})
 	if err != nil {
 		b.Fatal(err)
 	}

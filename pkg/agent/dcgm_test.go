@@ -51,7 +51,7 @@ func startDCGMAgent(t *testing.T, cfg string, tools, hostTools dcgm.Runner) *run
 	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+cfg)
 	m := metrics.NewAgent()
 	a, err := New(Options{
-		Client: client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
+		Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
 		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
 		NVML: nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), AppliesPoll: 100 * time.Millisecond, Commands: tools,
 		HostCommands: hostTools,

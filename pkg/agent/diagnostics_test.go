@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
@@ -66,8 +67,12 @@ func startDiagnosticsAgent(t *testing.T, node string, root *hostroot.Root, cfg s
 	root.AppendKmsg()
 	root.AppendJournal()
 	root.WriteFile("etc/nodemend/agent.yaml", fileJournal+cfg)
+	core, err := coreclient.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := Options{
-		Client: env.Client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
+		Client: core, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
 		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
 		Diagnostics: DiagnosticsOptions{Config: env.Config},
 	}

@@ -27,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/diagnostics"
@@ -39,7 +40,9 @@ import (
 var (
 	cfg  *rest.Config
 	core kubernetes.Interface
-	nd   *ndclient.Client
+	// agentCore is the agents' client.
+	agentCore *coreclient.Client
+	nd        *ndclient.Client
 )
 
 func TestMain(m *testing.M) {
@@ -51,6 +54,9 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{testenv.NodemendCRDs(), engines}}, func(env *testenv.Env) error {
 		cfg, core = env.Config, env.Client
 		var err error
+		if agentCore, err = coreclient.New(cfg); err != nil {
+			return err
+		}
 		nd, err = ndclient.New(cfg)
 		return err
 	})
@@ -116,7 +122,7 @@ func kubeletNode(t *testing.T, h *diagtest.Host) string {
 func startAgent(t *testing.T, node string, h *diagtest.Host, mut func(*diagnostics.Options)) {
 	t.Helper()
 	opts := diagnostics.Options{
-		Config: cfg, Client: core, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink,
+		Config: cfg, Client: agentCore, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink,
 		EffectiveConfig: func() any { return h.EffectiveConfig }, Log: testr.New(t),
 	}
 	if mut != nil {

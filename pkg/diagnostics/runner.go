@@ -25,7 +25,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -34,6 +33,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/backoff"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
@@ -60,7 +60,7 @@ type Options struct {
 	// Config is the agent's REST config, for the NodeDiagnostic client.
 	Config *rest.Config
 	// Client reads the node and its events for the nodemend category.
-	Client   kubernetes.Interface
+	Client   *coreclient.Client
 	NodeName string
 	HostRoot string
 	// OutputDir defaults to <HostRoot>/var/log/nodemend.

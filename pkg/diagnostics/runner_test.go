@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
@@ -33,13 +34,18 @@ import (
 var (
 	cfg  *rest.Config
 	core kubernetes.Interface
-	nd   *ndclient.Client
+	// agentCore is the agents' client.
+	agentCore *coreclient.Client
+	nd        *ndclient.Client
 )
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{testenv.NodemendCRDs()}}, func(env *testenv.Env) error {
 		cfg, core = env.Config, env.Client
 		var err error
+		if agentCore, err = coreclient.New(cfg); err != nil {
+			return err
+		}
 		nd, err = ndclient.New(cfg)
 		return err
 	})
@@ -90,7 +96,7 @@ func (a *agent) stop(t *testing.T) {
 func startAgent(t *testing.T, node string, h *diagtest.Host, mut func(*Options)) *agent {
 	t.Helper()
 	opts := Options{
-		Config: cfg, Client: core, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink,
+		Config: cfg, Client: agentCore, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink,
 		EffectiveConfig: func() any { return h.EffectiveConfig }, CollectorTimeout: 5 * time.Second,
 		Log: testr.New(t),
 	}

@@ -32,7 +32,7 @@ func TestFaultsOfAnEarlierBootAreDropped(t *testing.T) {
 	h.stop()
 
 	clk.Step(5 * time.Minute)
-	e := New(Options{Client: client, NodeName: node, Clock: clk, Log: testr.New(t), EarlierBoot: true})
+	e := New(Options{Client: exporterClient, NodeName: node, Clock: clk, Log: testr.New(t), EarlierBoot: true})
 	k, _ := health.LookupMonitor("kernel")
 	r, _ := health.LookupMonitor("containerRuntime")
 	e.SetMonitors([]health.Monitor{k, r})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/pkg/health"
@@ -21,9 +20,9 @@ import (
 // bytes of valid UTF-8, the reason a valid reason.
 func TestWritesFitTheAdmissionBounds(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	rec := record.NewFakeRecorder(10)
+	rec := &fakeRecorder{events: make(chan string, 10)}
 	node := newNode(t)
-	e := New(Options{Client: client, NodeName: node, Clock: clk, Log: testr.New(t), Recorder: rec})
+	e := New(Options{Client: exporterClient, NodeName: node, Clock: clk, Log: testr.New(t), Recorder: rec})
 	m, _ := health.LookupMonitor("kernel")
 	e.SetMonitors([]health.Monitor{m})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,9 +41,16 @@ func TestWritesFitTheAdmissionBounds(t *testing.T) {
 	if len(c.Message) > health.MaxMessageLength || !utf8.ValidString(c.Message) || !health.ValidReason(c.Reason) {
 		t.Errorf("condition: reason %q, message of %d bytes (valid UTF-8: %v)", c.Reason, len(c.Message), utf8.ValidString(c.Message))
 	}
-	ev := <-rec.Events // "Warning ForkFailedOutOfPIDs <message>"
+	ev := <-rec.events // "Warning ForkFailedOutOfPIDs <message>"
 	msg := strings.SplitN(ev, " ", 3)[2]
 	if len(msg) > health.MaxMessageLength || !utf8.ValidString(msg) {
 		t.Errorf("event message of %d bytes (valid UTF-8: %v)", len(msg), utf8.ValidString(msg))
 	}
+}
+
+// fakeRecorder keeps "TYPE REASON MESSAGE" of each event.
+type fakeRecorder struct{ events chan string }
+
+func (f *fakeRecorder) Event(_ *corev1.ObjectReference, eventType, reason, message string) {
+	f.events <- eventType + " " + reason + " " + message
 }

@@ -15,21 +15,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/internal/backoff"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
 // Options configure an Exporter.
 type Options struct {
-	Client   kubernetes.Interface
+	Client   *coreclient.Client
 	NodeName string
 	Clock    clock.WithTicker
-	Recorder record.EventRecorder
+	Recorder EventRecorder
 	Metrics  *metrics.Agent
 	Log      logr.Logger
 	// Coalesce is how long a change waits for others before the write, so a
@@ -45,6 +44,11 @@ type Options struct {
 	// an earlier boot of the host: Start drops their log-derived faults
 	// (pkg/agent/boot.go decides).
 	EarlierBoot bool
+}
+
+// EventRecorder writes Events (pkg/agent/events).
+type EventRecorder interface {
+	Event(ref *corev1.ObjectReference, eventType, reason, message string)
 }
 
 // Exporter owns the node's nodemend conditions.
@@ -109,7 +113,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 	retry := backoff.New(RetryInitial, RetryMax)
 	for {
 		var err error
-		node, err = e.opts.Client.CoreV1().Nodes().Get(ctx, e.opts.NodeName, metav1.GetOptions{})
+		node, err = e.opts.Client.GetNode(ctx, e.opts.NodeName)
 		if err == nil {
 			break
 		}
@@ -317,7 +321,7 @@ func (e *Exporter) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.opts.Client.CoreV1().Nodes().Patch(ctx, e.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "nodemend-agent"}, "status")
+	_, err = e.opts.Client.PatchNodeStatus(ctx, e.opts.NodeName, types.StrategicMergePatchType, patch, "nodemend-agent")
 
 	e.mu.Lock()
 	defer e.mu.Unlock()

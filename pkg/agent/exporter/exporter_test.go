@@ -15,18 +15,26 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 var (
-	client kubernetes.Interface
-	env    *testenv.Env
+	// client is the tests' own clientset; exporterClient the exporters'.
+	client         kubernetes.Interface
+	exporterClient *coreclient.Client
+	env            *testenv.Env
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{}, func(e *testenv.Env) error { env, client = e, e.Client; return nil })
+	testenv.Main(m, testenv.Options{}, func(e *testenv.Env) error {
+		env, client = e, e.Client
+		var err error
+		exporterClient, err = coreclient.New(e.Config)
+		return err
+	})
 }
 
 type harness struct {
@@ -51,10 +59,10 @@ func newNode(t *testing.T) string {
 
 func startExporter(t *testing.T, node string, clk *clocktesting.FakeClock, ms ...string) *harness {
 	t.Helper()
-	return startExporterWith(t, client, node, clk, ms...)
+	return startExporterWith(t, exporterClient, node, clk, ms...)
 }
 
-func startExporterWith(t *testing.T, c kubernetes.Interface, node string, clk *clocktesting.FakeClock, ms ...string) *harness {
+func startExporterWith(t *testing.T, c *coreclient.Client, node string, clk *clocktesting.FakeClock, ms ...string) *harness {
 	t.Helper()
 	e := New(Options{Client: c, NodeName: node, Clock: clk, Log: testr.New(t)})
 	var mons []health.Monitor

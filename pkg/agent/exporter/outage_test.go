@@ -7,9 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/health"
 )
@@ -26,7 +26,10 @@ func TestOutageWritesAreBoundedAndTheLatestStateFollowsTheReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer outage.Close()
-	c := kubernetes.NewForConfigOrDie(outage.Config(env.Config))
+	c, err := coreclient.New(outage.Config(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := startExporterWith(t, c, newNode(t), clk, "kernel")
 	h.eventually("KernelReady True", hasStatus(health.KernelReady, corev1.ConditionTrue, health.HealthyKernelIsReady))

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
@@ -32,7 +31,7 @@ func base(e *Env) []collect.Collector {
 			if e.Client == nil {
 				return collect.Skip("no API client")
 			}
-			n, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+			n, err := e.Client.GetNode(ctx, e.NodeName)
 			if err != nil {
 				return err
 			}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
@@ -35,7 +35,7 @@ type Env struct {
 	CRISocket string
 	// Client reads the node's conditions and events (nodemend category);
 	// nil leaves them out.
-	Client kubernetes.Interface
+	Client *coreclient.Client
 	// Gatherer is the agent's metrics registry; nil leaves metrics out.
 	Gatherer prometheus.Gatherer
 	// EffectiveConfig returns the agent's config in force; nil leaves it out.

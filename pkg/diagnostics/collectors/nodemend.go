@@ -104,7 +104,7 @@ func (e *Env) findings(ctx context.Context, out *collect.Output) error {
 	if e.Client == nil {
 		return collect.Skip("no API client")
 	}
-	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+	node, err := e.Client.GetNode(ctx, e.NodeName)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (e *Env) findings(ctx context.Context, out *collect.Output) error {
 	// Events about a Node, a cluster-scoped object, are recorded in the
 	// default namespace (client-go's recorders put them there), so the
 	// agent's RBAC grants event reads in that namespace only.
-	evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+	evs, err := e.Client.ListEvents(ctx, metav1.NamespaceDefault, metav1.ListOptions{
 		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"),
 			fields.OneTermEqualSelector("involvedObject.name", e.NodeName)).String(),
 	})

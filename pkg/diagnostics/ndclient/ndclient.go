@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/coreclient"
 )
 
 // Resource is the plural resource name.
@@ -34,15 +35,8 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &v1alpha1.GroupVersion
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientFor(c)
+	// Custom resources are served as JSON only.
+	rc, err := coreclient.RESTClientFor(cfg, v1alpha1.GroupVersion, "/apis", scheme, runtime.ContentTypeJSON)
 	if err != nil {
 		return nil, err
 	}
