@@ -8,20 +8,11 @@ package rules
 type prefilter struct {
 	class [256]uint16 // byte → column; 0 for bytes in no anchor
 	ncols int
-	// small[state*ncols+column] is the next state, with smallOut set when
-	// that state has outputs. The table is 16-bit while the states fit (a
-	// few thousand anchor bytes): half the cache lines of 32-bit rows, and
-	// the scan is bound by its loads.
-	small []uint16
 	// delta[row+column] is the row of the next state, where a state's row is
-	// state*ncols; ^row when that state has outputs. Used when the states do
-	// not fit small.
+	// state*ncols; ^row when that state has outputs.
 	delta  []int32
 	output [][]int32 // state → indices of the anchors that end at it
 }
-
-// smallOut flags a transition into a state with outputs in small.
-const smallOut = 1 << 15
 
 func newPrefilter(anchors []string) *prefilter {
 	p := &prefilter{ncols: 1}
@@ -93,19 +84,8 @@ func newPrefilter(anchors []string) *prefilter {
 		}
 	}
 
-	// Flag the transitions into states with outputs so that scan looks at
-	// outputs only there; in the small table, or as rows in the large one.
-	if len(p.output) < smallOut {
-		p.small = make([]uint16, len(p.delta))
-		for k, t := range p.delta {
-			p.small[k] = uint16(t)
-			if len(p.output[t]) > 0 {
-				p.small[k] |= smallOut
-			}
-		}
-		p.delta = nil
-		return p
-	}
+	// Turn states into rows, and flag the transitions into states with
+	// outputs so that scan looks at outputs only there.
 	for k, t := range p.delta {
 		p.delta[k] = t * int32(p.ncols)
 		if len(p.output[t]) > 0 {
@@ -118,9 +98,6 @@ func newPrefilter(anchors []string) *prefilter {
 // scan sets bit i of hits for each anchor i that occurs in text, and reports
 // whether any does. hits must be zeroed and have a bit for every anchor.
 func (p *prefilter) scan(text string, hits []uint64) bool {
-	if p.small != nil {
-		return p.scanSmall(text, hits)
-	}
 	delta, class := p.delta, &p.class
 	found := false
 	row := int32(0)
@@ -129,24 +106,6 @@ func (p *prefilter) scan(text string, hits []uint64) bool {
 		if row < 0 {
 			row = ^row
 			for _, a := range p.output[int(row)/p.ncols] {
-				hits[a/64] |= 1 << (a % 64)
-			}
-			found = true
-		}
-	}
-	return found
-}
-
-// scanSmall is scan over the 16-bit table.
-func (p *prefilter) scanSmall(text string, hits []uint64) bool {
-	small, class, ncols := p.small, &p.class, p.ncols
-	found := false
-	state := 0
-	for i := 0; i < len(text); i++ {
-		next := small[state*ncols+int(class[text[i]])]
-		state = int(next &^ smallOut)
-		if next&smallOut != 0 {
-			for _, a := range p.output[state] {
 				hits[a/64] |= 1 << (a % 64)
 			}
 			found = true
