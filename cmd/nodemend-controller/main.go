@@ -42,6 +42,7 @@ type flags struct {
 	healthAddr         string
 	dryRun             bool
 	backend            string
+	replaceUnowned     bool
 	poolLabel          string
 	pauseConfigMap     string
 	recheckInterval    time.Duration
@@ -90,6 +91,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables")
 	fl.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "log and emit NodeRepairWouldStart events instead of repairing; write nothing else")
+	fl.BoolVar(&f.replaceUnowned, "replace-unowned-nodes", false, "repair nodes no engine owns by deleting the Node object (the behaviour before the ladder) where their policy sets neither action nor ladder, instead of the default ladder Reboot, Quarantine (docs/repair.md)")
 	fl.StringVar(&f.backend, "backend", "", fmt.Sprintf("use this backend for every node (%v) instead of choosing by what owns the node", backends.Names()))
 	fl.StringVar(&f.poolLabel, "pool-label", "", "node label whose value defines pools for the safety gate, before Karpenter NodePools and Cluster API MachineDeployments")
 	fl.StringVar(&f.pauseConfigMap, "pause-configmap", "nodemend-pause", "name of the ConfigMap (in --namespace) whose existence pauses all repairs; its data.reason says why")
@@ -149,6 +151,7 @@ func run(ctx context.Context, f flags) error {
 		DryRun:                  f.dryRun,
 		PoolLabel:               f.poolLabel,
 		Backend:                 f.backend,
+		ReplaceUnowned:          f.replaceUnowned,
 		RecheckInterval:         f.recheckInterval,
 		DrainPollInterval:       f.drainPollInterval,
 		TerminationTimeout:      f.terminationTimeout,

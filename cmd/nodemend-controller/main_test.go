@@ -58,7 +58,8 @@ func TestRunRefusesAnUnknownBackend(t *testing.T) {
 }
 
 // The binary's wiring end to end, on a real API server with the real clock:
-// a node unhealthy for an hour is repaired (plain node: deleted), with JSON
+// a node unhealthy for an hour is repaired (plain node, with
+// --replace-unowned-nodes: deleted), with JSON
 // logs that carry controller, reconcileID and Node.
 func TestRunRepairsANode(t *testing.T) {
 	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds", "nodemend.dev_noderepairpolicies.yaml")}})
@@ -96,7 +97,7 @@ func TestRunRepairsANode(t *testing.T) {
 	go func() {
 		done <- run(runCtx, flags{kubeconfig: kubeconfig, namespace: "nodemend-system", leaderElect: true, leaderElectionID: "nodemend-controller",
 			metricsAddr: "0", healthAddr: "0", pauseConfigMap: "nodemend-pause", recheckInterval: time.Minute, drainPollInterval: time.Second,
-			terminationTimeout: time.Minute, concurrency: 2, qps: 50, burst: 100, logOut: logs})
+			terminationTimeout: time.Minute, concurrency: 2, qps: 50, burst: 100, logOut: logs, replaceUnowned: true})
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

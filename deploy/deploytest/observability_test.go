@@ -89,8 +89,9 @@ type oneOfEverything struct{}
 func (oneOfEverything) Unhealthy() []repairmetrics.FleetNode {
 	return []repairmetrics.FleetNode{{Pool: "p", Condition: "KernelReady"}}
 }
-func (oneOfEverything) Blocked() map[string]string { return map[string]string{"p": "pool"} }
-func (oneOfEverything) Paused() bool               { return true }
+func (oneOfEverything) Blocked() map[string]string  { return map[string]string{"p": "pool"} }
+func (oneOfEverything) Paused() bool                { return true }
+func (oneOfEverything) Quarantined() map[string]int { return map[string]int{"p": 1} }
 
 func TestMetricNamesLexer(t *testing.T) {
 	for expr, want := range map[string][]string{

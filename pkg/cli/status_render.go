@@ -194,6 +194,11 @@ func repairCell(n *fleet.Node, groups groupIndex) Cell {
 		return Cell{Text: "draining " + d + halted, Style: Blue}
 	case fleet.Terminating:
 		return Cell{Text: "terminating: " + n.Target + " deleted" + halted, Style: Blue}
+	case fleet.Remediating:
+		d, _, _ := strings.Cut(n.Detail, ", fails at")
+		return Cell{Text: "remediating (" + n.Rung + "): " + d + halted, Style: Blue}
+	case fleet.Quarantined:
+		return Cell{Text: "quarantined: " + n.Detail, Style: Red}
 	case fleet.Failed:
 		return Cell{Text: "failed: node outlived " + n.Target + halted, Style: Red}
 	case fleet.Deleting:
@@ -248,7 +253,7 @@ func summaryLine(r fleet.Report) string {
 		counts[n.State]++
 	}
 	parts := []string{fmt.Sprintf("%d nodes", len(r.Nodes))}
-	for _, st := range []fleet.State{fleet.Healthy, fleet.Tolerating, fleet.Due, fleet.Blocked, fleet.NotRepaired, fleet.Draining, fleet.Terminating, fleet.Failed, fleet.Deleting, fleet.Invalid} {
+	for _, st := range []fleet.State{fleet.Healthy, fleet.Tolerating, fleet.Due, fleet.Blocked, fleet.NotRepaired, fleet.Draining, fleet.Terminating, fleet.Remediating, fleet.Quarantined, fleet.Failed, fleet.Deleting, fleet.Invalid} {
 		if counts[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}

@@ -18,6 +18,8 @@ var phaseStyles = map[string]Style{
 	timeline.PhaseDrain:       Blue,
 	timeline.PhaseTerminate:   Blue,
 	timeline.PhaseReplacement: Green,
+	timeline.PhaseRemediate:   Blue,
+	timeline.PhaseQuarantine:  Red,
 }
 
 // renderTimeline draws a header, one bar per phase on a common time axis

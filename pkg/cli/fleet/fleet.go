@@ -10,6 +10,7 @@ package fleet
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -41,6 +42,11 @@ const (
 	NotRepaired State = "not-repaired"
 	Draining    State = "draining"
 	Terminating State = "terminating"
+	// Remediating: a ladder rung (reboot, accelerator reset) was ordered
+	// and is being verified.
+	Remediating State = "remediating"
+	// Quarantined: cordoned and tainted for a person (kubectl mend release).
+	Quarantined State = "quarantined"
 	// Failed: handed over, but the node outlived its termination timeout.
 	Failed State = "failed"
 	// Deleting: the node has a deletion timestamp; the controller waits.
@@ -91,6 +97,9 @@ type Node struct {
 	Started time.Time `json:"repairStarted,omitzero"`
 	Drained time.Time `json:"repairDrained,omitzero"`
 	Target  string    `json:"repairTarget,omitempty"`
+	// Rung is the ladder rung of the repair ("Reboot 1/2": the action and
+	// its attempt), empty for repairs started before the ladder.
+	Rung string `json:"rung,omitempty"`
 	// InstanceType is for -o wide.
 	InstanceType string `json:"instanceType,omitempty"`
 	// Unhealthy is what the gate counts: flagged by a rule, or in repair.
@@ -240,8 +249,11 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 		row.State, row.Detail = Deleting, "node is being deleted since "+ago(in.Now, n.DeletionTimestamp.Time)
 		return row
 	}
+	if a := st.Attempt; a != nil && st.Phase != workflow.PhaseNone {
+		row.Rung = fmt.Sprintf("%s %d/%d", a.Action, a.Attempt, max(a.Of, 1))
+	}
 	switch st.Phase {
-	case workflow.PhaseDraining, workflow.PhaseTerminating:
+	case workflow.PhaseDraining, workflow.PhaseTerminating, workflow.PhaseRemediating, workflow.PhaseQuarantined:
 		return inRepair(in, row, st, pn.policy)
 	}
 	asmt := unhealthy.Assess(n.Status.Conditions, pn.policy.Rules, st.Since, in.Now)
@@ -292,6 +304,26 @@ func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
 	if halt.Gate == gate.Veto || halt.Gate == gate.Pause {
 		row.Gate = halt.Gate
 		halted = "; halted: " + halt.Message
+	}
+	switch st.Phase {
+	case workflow.PhaseRemediating:
+		a := st.Attempt
+		row.State = Remediating
+		row.Detail = fmt.Sprintf("%s ordered %s (NodeRemediation %s), fails at %s", a.Action, ago(in.Now, a.Started), a.Order, a.Deadline().UTC().Format(time.RFC3339))
+		if !a.Verified.IsZero() {
+			row.Detail = fmt.Sprintf("rebooted %s; waiting for %s to be healthy, fails at %s", ago(in.Now, a.Verified), st.Condition, a.Deadline().UTC().Format(time.RFC3339))
+		}
+		row.Detail += halted
+		return row
+	case workflow.PhaseQuarantined:
+		row.State = Quarantined
+		row.Detail = "quarantined " + ago(in.Now, st.Quarantined) + " after " + st.Reason + "; kubectl mend release " + row.Name
+		if st.Released {
+			row.Detail = "release requested: " + st.Release
+		} else if !st.HealthySince.IsZero() && pol.QuarantineHealthyFor > 0 {
+			row.Detail += "; healthy " + ago(in.Now, st.HealthySince) + ", released after " + Short(pol.QuarantineHealthyFor)
+		}
+		return row
 	}
 	if st.Phase == workflow.PhaseDraining {
 		row.State = Draining

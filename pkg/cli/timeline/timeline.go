@@ -64,6 +64,9 @@ const (
 	PhaseDrain       = "drain"
 	PhaseTerminate   = "terminate"
 	PhaseReplacement = "replacement"
+	// The ladder's rungs (docs/repair.md, The ladder).
+	PhaseRemediate  = "remediate"
+	PhaseQuarantine = "quarantine"
 )
 
 // Phase is one step, with its duration.
@@ -115,6 +118,10 @@ type repairFacts struct {
 	gone       time.Time
 	recovered  time.Time
 	target     string
+	// The ladder: the first order, the return to service, the quarantine
+	// and its release; rungs lists the attempts ordered ("Reboot 1/1").
+	ordered, returned, quarantined, released time.Time
+	rungs                                    []string
 }
 
 // Build assembles the timeline.
@@ -188,6 +195,21 @@ func facts(in Input, evs []eventlog.Event) repairFacts {
 			}
 		case history.Succeeded:
 			f.gone = e.First
+		case history.RemediationOrdered:
+			if f.ordered.IsZero() {
+				f.ordered = e.First
+			}
+			if r := rec.Rung; r != nil {
+				f.rungs = append(f.rungs, fmt.Sprintf("%s %d/%d", r.Action, r.Attempt, max(r.Of, 1)))
+			}
+		case history.ReturnedToService:
+			f.returned = e.Last
+		case history.Quarantined:
+			if f.quarantined.IsZero() {
+				f.quarantined = e.First
+			}
+		case history.QuarantineReleased:
+			f.released = e.Last
 		case history.Recovered:
 			if !e.Last.Before(f.since) {
 				f.recovered = e.Last
@@ -286,10 +308,27 @@ func phases(in Input, evs []eventlog.Event, f repairFacts) []Phase {
 			drainNote = e.Message
 		}
 		end := f.drained
+		for _, t := range []time.Time{f.ordered, f.quarantined} {
+			if end.IsZero() || (!t.IsZero() && t.Before(end)) {
+				end = t
+			}
+		}
 		if end.IsZero() && in.Node == nil {
 			end = lastSeen(evs)
 		}
 		add(PhaseDrain, f.started, end, drainNote)
+	}
+	if !f.ordered.IsZero() {
+		end := f.returned
+		for _, t := range []time.Time{f.quarantined, f.drained} {
+			if end.IsZero() || (!t.IsZero() && t.Before(end)) {
+				end = t
+			}
+		}
+		add(PhaseRemediate, f.ordered, end, strings.Join(f.rungs, ", "))
+	}
+	if !f.quarantined.IsZero() {
+		add(PhaseQuarantine, f.quarantined, f.released, "until released (kubectl mend release)")
 	}
 	if !f.drained.IsZero() {
 		end := f.gone

@@ -127,3 +127,35 @@ func TestBuildReadsRecordsNotNotes(t *testing.T) {
 		}
 	}
 }
+
+// A ladder repair: drain until the first order, remediate (the rungs
+// ordered) until the quarantine, quarantine until the release.
+func TestBuildShowsTheLadder(t *testing.T) {
+	started := history.Record{Trigger: &history.Condition{Type: "KernelReady", Status: "False", Reason: "KernelDeadlock"},
+		UnhealthySince: t0, Toleration: metav1.Duration{Duration: 30 * time.Minute}, Policy: "default"}
+	reboot := history.Record{Rung: &history.Rung{Action: "Reboot", Index: 1, Attempt: 1, Of: 1, Order: "n-reboot-1"}}
+	evs := []eventlog.Event{
+		withRecord(ev(eventlog.Controller, history.Started, "x", 30*time.Minute), started),
+		withRecord(ev(eventlog.Controller, history.RemediationOrdered, "x", 32*time.Minute), reboot),
+		withRecord(ev(eventlog.Controller, history.RemediationFailed, "x", 47*time.Minute), reboot),
+		ev(eventlog.Controller, history.Quarantined, "x", 47*time.Minute),
+		ev(eventlog.Controller, history.QuarantineReleased, "x", 120*time.Minute),
+	}
+	tl := Build(Input{Name: "n", Now: t0.Add(3 * time.Hour), Events: evs})
+	ph := map[string]Phase{}
+	for _, p := range tl.Phases {
+		ph[p.Name] = p
+	}
+	want := map[string]time.Duration{PhaseDrain: 2 * time.Minute, PhaseRemediate: 15 * time.Minute, PhaseQuarantine: 73 * time.Minute}
+	for name, d := range want {
+		if p, ok := ph[name]; !ok || p.Duration != d || p.Ongoing {
+			t.Errorf("phase %s = %+v, want %s", name, p, d)
+		}
+	}
+	if n := ph[PhaseRemediate].Note; n != "Reboot 1/1" {
+		t.Errorf("remediate note %q", n)
+	}
+	if _, ok := ph[PhaseTerminate]; ok {
+		t.Error("a terminate phase for a node that was never handed over")
+	}
+}

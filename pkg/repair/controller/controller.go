@@ -56,6 +56,14 @@ const (
 	StepEvicted           Step = "Evicted"
 	StepHandedOver        Step = "HandedOver"
 	StepTargetDeleted     Step = "TargetDeleted"
+	// The ladder's steps (ladder.go).
+	StepRungDecided    Step = "RungDecided"
+	StepOrdered        Step = "Ordered"
+	StepRebootVerified Step = "RebootVerified"
+	StepEscalated      Step = "Escalated"
+	StepReturned       Step = "Returned"
+	StepQuarantined    Step = "Quarantined"
+	StepReleased       Step = "Released"
 )
 
 // DefaultMaxConcurrentDrains is the default bound on drains at once. A
@@ -85,6 +93,11 @@ type Options struct {
 	// Backend, when set, is used for every node instead of the one chosen
 	// by owner (a name in backends.Table).
 	Backend string
+	// ReplaceUnowned makes Replace (delete the Node object) the default
+	// ladder of nodes no engine owns, as before the ladder existed, instead
+	// of [ResetAccelerator,] Reboot, Quarantine. A policy's own action or
+	// ladder still wins.
+	ReplaceUnowned bool
 	// RecheckInterval is how often a blocked repair is reconsidered.
 	// Default 5m.
 	RecheckInterval time.Duration
@@ -155,6 +168,8 @@ type Reconciler struct {
 	// machineGVK is the served Cluster API Machine version; empty when
 	// Cluster API is not installed.
 	machineGVK schema.GroupVersionKind
+	// orders: the NodeRemediation CRD is installed.
+	orders bool
 	// nodeStore is the Node informer's store, read without copies by the
 	// gate; nil if the cache does not expose it (then a list is used).
 	nodeStore toolscache.Store
@@ -234,6 +249,20 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			SkipNameValidation:      &opts.SkipNameValidation,
 		})
+	// NodeRemediations (the ladder's orders) are watched when their CRD is
+	// installed: an agent's report wakes the order's node. Without it, the
+	// rungs that need an order fail and the ladder goes on.
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: "NodeRemediation"}); err == nil {
+		r.orders = true
+		b = b.Watches(&v1alpha1.NodeRemediation{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if nr, ok := o.(*v1alpha1.NodeRemediation); ok {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: nr.Spec.NodeName}}}
+			}
+			return nil
+		}))
+	} else if !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("looking up NodeRemediations: %w", err)
+	}
 	// Machines are watched (metadata only) when Cluster API is installed, so
 	// that pool lookups read a synced cache. Their events need no reconcile.
 	if m, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: pool.ClusterAPIGroup, Kind: "Machine"}); err == nil {

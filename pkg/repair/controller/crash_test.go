@@ -22,8 +22,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // Crash safety. Two replicas run with leader election, as in production.
@@ -41,15 +43,17 @@ import (
 func TestCrashAfterEveryStep(t *testing.T) {
 	// One reconcile at a time, so that a crash never cuts another
 	// reconcile's write short (whose outcome the audit could not judge).
-	h := newHarness(t, func(o *controller.Options) { o.MaxConcurrentReconciles = 1 })
+	h := newHarness(t, withLadder, func(o *controller.Options) { o.MaxConcurrentReconciles = 1 })
 	ctx := h.ctx
 	ns := "crash"
 	if err := repairtest.Namespace(ctx, k8s, ns); err != nil {
 		t.Fatal(err)
 	}
 
-	// Three groups of five nodes (Karpenter, Cluster API, plain), one
-	// unhealthy node in each: 1 of 5 is within the gate.
+	// Four groups of five nodes (Karpenter, Cluster API, plain with action
+	// Replace, plain with the default ladder), one unhealthy node in each:
+	// 1 of 5 is within the gate (the plain nodes share the cluster group:
+	// 2 of 10).
 	must[*unstructured.Unstructured](t)(repairtest.NodePool(ctx, k8s, "cnp"))
 	must[*unstructured.Unstructured](t)(repairtest.MachineDeployment(ctx, k8s, ns, "cmd"))
 	var all []string
@@ -62,19 +66,30 @@ func TestCrashAfterEveryStep(t *testing.T) {
 		h.node(c, repairtest.OfMachine(ns, c, "cmd-x"))
 		p := fmt.Sprintf("cp-%d", i)
 		h.node(p)
-		all = append(all, k, c, p)
+		rp := fmt.Sprintf("cr-%d", i)
+		h.node(rp, repairtest.Labels("repair", "replace"))
+		all = append(all, k, c, p, rp)
 	}
+	h.policy("replace", v1alpha1.NodeRepairPolicySpec{Action: v1alpha1.ActionReplace,
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"repair": "replace"}}})
 	sick := map[string]string{ // node → its backend object's path
 		"ck-0": "/apis/karpenter.sh/v1/nodeclaims/ck-0",
 		"cc-0": "/apis/cluster.x-k8s.io/v1beta2/namespaces/crash/machines/cc-0",
-		"cp-0": "/api/v1/nodes/cp-0",
+		"cr-0": "/api/v1/nodes/cr-0",
 	}
+	// cp-0 takes the default ladder of a node no engine owns: Reboot,
+	// verified by its boot ID (simulateAgents plays its agent and kubelet).
+	const rebooted = "cp-0"
 	// Pods everywhere; on the sick nodes, one that a PDB protects (evicted
 	// only after a few passes) and two free ones.
 	for _, n := range all {
 		must[*corev1.Pod](t)(repairtest.Pod(ctx, k8s, ns, n+"-web", n, repairtest.OwnedBy("apps/v1", "ReplicaSet", "web")))
 	}
+	withLadder := map[string]bool{rebooted: true}
 	for n := range sick {
+		withLadder[n] = true
+	}
+	for n := range withLadder {
 		must[*corev1.Pod](t)(repairtest.Pod(ctx, k8s, ns, n+"-api", n, repairtest.OwnedBy("apps/v1", "ReplicaSet", "api")))
 		must[*corev1.Pod](t)(repairtest.Pod(ctx, k8s, ns, n+"-db", n, repairtest.OwnedBy("apps/v1", "ReplicaSet", "db"), repairtest.PodLabels("app", "db-"+n)))
 		// The budget opens a little later (on the fake clock's schedule
@@ -83,7 +98,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	}
 
 	// Faults that expire 20 seconds (fake) after the start.
-	for n := range sick {
+	for n := range withLadder {
 		h.fault(n, "KernelReady", "False", "KernelDeadlock", h.t0.Add(-30*time.Minute+20*time.Second))
 	}
 
@@ -122,6 +137,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	engineCtx, stopEngines := context.WithCancel(ctx)
 	defer stopEngines()
 	go simulateEngines(engineCtx, ns)
+	go simulateAgents(engineCtx)
 
 	// Drive the fake clock: 10 seconds per tick. The PDBs open after 2
 	// minutes (fake), well before the 10-minute drain deadline.
@@ -133,6 +149,9 @@ func TestCrashAfterEveryStep(t *testing.T) {
 			if !h.gone(n) {
 				done = false
 			}
+		}
+		if n := h.get(rebooted); n == nil || n.Annotations[workflow.LadderAnnotation] == "" || !h.untouched(rebooted) {
+			done = false
 		}
 		if done {
 			break
@@ -148,7 +167,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 			leader, standby = standby, newReplica()
 		}
 		if !opened && h.clock.Since(h.t0) >= 2*time.Minute {
-			for n := range sick {
+			for n := range withLadder {
 				pdb := &policyv1PDB{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-" + n}}
 				if err := repairtest.SetPDBStatus(ctx, k8s, pdb, 1, 1); err != nil {
 					t.Fatal(err)
@@ -170,6 +189,12 @@ func TestCrashAfterEveryStep(t *testing.T) {
 			if _, ok := stepsSeen.Load(n + "/" + string(s)); !ok {
 				t.Errorf("no crash after %s of %s", s, n)
 			}
+		}
+	}
+	for _, s := range []controller.Step{controller.StepUnhealthyRecorded, controller.StepTainted, controller.StepEvicted,
+		controller.StepRungDecided, controller.StepOrdered, controller.StepRebootVerified, controller.StepReturned} {
+		if _, ok := stepsSeen.Load(rebooted + "/" + string(s)); !ok {
+			t.Errorf("no crash after %s of %s", s, rebooted)
 		}
 	}
 	t.Logf("%d crashes, %d API requests", crashes.Load(), aud.len())
@@ -198,10 +223,33 @@ func TestCrashAfterEveryStep(t *testing.T) {
 			}
 		}
 	}
+	// The reboot: tainted once, one rung decided, one order, returned to
+	// service once, never deleted.
+	orders := "/apis/nodemend.dev/v1alpha1/noderemediations"
+	for what, got := range map[string]int{
+		"tainted":             aud.count("PATCH", "/api/v1/nodes/"+rebooted, `"nodemend.dev/repair-phase":"Draining"`),
+		"ordered (rung)":      aud.count("PATCH", "/api/v1/nodes/"+rebooted, `"nodemend.dev/repair-phase":"Remediating"`),
+		"ordered (order)":     aud.count("POST", orders, `"nodeName":"`+rebooted+`"`),
+		"verified":            aud.count("PATCH", "/api/v1/nodes/"+rebooted, `verified`),
+		"returned to service": aud.count("PATCH", "/api/v1/nodes/"+rebooted, `"nodemend.dev/repair-ladder"`),
+	} {
+		if got != 1 {
+			t.Errorf("%s %s %d times", rebooted, what, got)
+		}
+	}
+	if got := aud.count("DELETE", "/api/v1/nodes/"+rebooted, ""); got != 0 {
+		t.Errorf("%s deleted %d times", rebooted, got)
+	}
+	for _, p := range []string{rebooted + "-web", rebooted + "-api", rebooted + "-db"} {
+		evict, del := "/api/v1/namespaces/crash/pods/"+p+"/eviction", "/api/v1/namespaces/crash/pods/"+p
+		if got := aud.count("POST", evict, "") + aud.count("DELETE", del, ""); got != 1 {
+			t.Errorf("pod %s asked to leave %d times", p, got)
+		}
+	}
 	// No other node touched.
 	for _, m := range aud.mutations() {
 		for _, n := range all {
-			if sick[n] != "" {
+			if withLadder[n] {
 				continue
 			}
 			if strings.Contains(m, "/nodes/"+n+" ") || strings.Contains(m, "/pods/"+n+"-") ||
@@ -211,7 +259,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 		}
 	}
 	for _, n := range all {
-		if sick[n] != "" {
+		if withLadder[n] {
 			continue
 		}
 		if !h.untouched(n) || h.since(n) != "" {
@@ -259,6 +307,40 @@ func simulateEngines(ctx context.Context, ns string) {
 				u.SetKind("Machine")
 				if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, u); apierrors.IsNotFound(err) {
 					_ = k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// simulateAgents plays the agents and kubelets of nodes ordered to reboot:
+// the agent accepts a new order and its host reboots (the kubelet reports a
+// new boot ID); once the controller has seen the new boot, the agent of that
+// boot drops the earlier boot's log fault.
+func simulateAgents(ctx context.Context) {
+	for ctx.Err() == nil {
+		list := &v1alpha1.NodeRemediationList{}
+		if err := k8s.List(ctx, list); err == nil {
+			for i := range list.Items {
+				o := &list.Items[i]
+				if o.Status.Phase != "" {
+					continue
+				}
+				o.Status.Phase, o.Status.BootID = v1alpha1.RemediationAccepted, o.Spec.BootID
+				if k8s.Status().Update(ctx, o) == nil {
+					_ = repairtest.Reboot(ctx, k8s, o.Spec.NodeName, "boot-2-"+o.Spec.NodeName)
+				}
+			}
+		}
+		nodes := &corev1.NodeList{}
+		if err := k8s.List(ctx, nodes); err == nil {
+			for _, n := range nodes.Items {
+				if strings.Contains(n.Annotations[workflow.AttemptAnnotation], `"verified"`) {
+					_ = repairtest.SetCondition(ctx, k8s, n.Name, repairtest.Condition("KernelReady", corev1.ConditionTrue, "KernelIsReady", time.Now()))
 				}
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
+	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
@@ -32,8 +33,15 @@ import (
 // period, wait for the toleration, pass the gates, start the repair.
 func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, asmt unhealthy.Assessment, now time.Time) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
+	node, back, err := r.ladderWindow(ctx, node, st, asmt, now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if !asmt.Unhealthy() {
 		r.forget(node.Name)
+		if st.Ladder != nil && now.Before(st.Ladder.Until) {
+			r.wakeAt(node.Name, st.Ladder.Until)
+		}
 		if len(st.Since) > 0 && !r.opts.DryRun {
 			if err := r.patch(ctx, node, workflow.WithSince(node, nil), false); err != nil {
 				return reconcile.Result{}, err
@@ -62,6 +70,11 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		return reconcile.Result{}, nil
 	}
 	trigger, expired := asmt.Expired(now)
+	if back != nil {
+		// The fault an attempt had repaired is back within the rung's
+		// window: the decision goes on at once, through the gates.
+		trigger, expired = *back, true
+	}
 	if !expired {
 		r.wakeAt(node.Name, asmt.NextExpiry())
 		return reconcile.Result{}, nil
@@ -83,13 +96,17 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
-	started := workflow.Started(node, asmt.Since, trigger.Condition, pol.Name, now)
+	rungs := r.rungsOf(node, pol, workflow.Reason(trigger.Condition))
+	pos, continued := ladder.StartAt(rungs, st.Ladder, string(trigger.Condition.Type), now)
+	attempt := attemptAt(rungs, pos, now)
+	started := workflow.Started(node, asmt.Since, trigger.Condition, pol.Name, attempt, now)
 	if err := r.patch(ctx, node, started, true); err != nil {
 		return reconcile.Result{}, err
 	}
 	r.metrics.Started(string(trigger.Rule.Type), trigger.Condition.Reason, now.Sub(trigger.Since))
-	log.Info("repair started", "trigger", workflow.Reason(trigger.Condition), "policy", pol.Name, "gate", d.Message)
-	r.emit(startedEvent(started, trigger, pol, grp, d))
+	log.Info("repair started", "trigger", workflow.Reason(trigger.Condition), "policy", pol.Name, "gate", d.Message,
+		"rung", attempt.Action, "position", attempt.Position.String(), "continued", continued)
+	r.emit(startedEvent(started, trigger, pol, grp, d, attempt, len(rungs)))
 	if err := r.after(ctx, node.Name, StepTainted); err != nil {
 		return reconcile.Result{}, err
 	}

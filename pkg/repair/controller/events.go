@@ -14,6 +14,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
+	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
@@ -177,12 +178,84 @@ func wouldStartEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Po
 		record: startRecord(trigger, pol, g), once: &onceKey{node.Name, trigger.Since.String()}}
 }
 
-// startedEvent: the node is tainted and its drain begins.
-func startedEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Policy, g group, d gate.Decision) event {
+// startedEvent: the node is tainted and its drain begins, for the rung of
+// attempt.
+func startedEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Policy, g group, d gate.Decision, a ladder.Attempt, rungs int) event {
+	rec := startRecord(trigger, pol, g)
+	rec.Rung = rungOf(a, "", "")
 	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.Started, action: "Taint",
-		note: fmt.Sprintf("%s: tainted %s:NoSchedule; drain %s, deadline %s; %s",
-			what(trigger, pol), workflow.TaintKey, pol.Drain.Mode, pol.Drain.Deadline, d.Message),
-		record: startRecord(trigger, pol, g)}
+		note: fmt.Sprintf("%s: tainted %s:NoSchedule; drain %s, deadline %s; then %s; %s",
+			what(trigger, pol), workflow.TaintKey, pol.Drain.Mode, pol.Drain.Deadline, rungNote(a, rungs), d.Message),
+		record: rec}
+}
+
+func rungOf(a ladder.Attempt, order, newBoot string) *history.Rung {
+	if order == "" {
+		order = a.Order
+	}
+	return &history.Rung{Action: string(a.Action), Index: a.Rung + 1, Attempt: a.Attempt, Of: a.Of, Order: order,
+		BootID: a.BootID, NewBootID: newBoot}
+}
+
+// rungNote is "Reboot (rung 1 of 2, attempt 1 of 1)".
+func rungNote(a ladder.Attempt, rungs int) string {
+	return fmt.Sprintf("%s (rung %d of %d, attempt %d of %d)", a.Action, a.Rung+1, rungs, a.Attempt, max(a.Of, 1))
+}
+
+// orderedEvent: a NodeRemediation was created for the node's agent.
+func orderedEvent(node *corev1.Node, a ladder.Attempt, o *v1alpha1.NodeRemediation) event {
+	return event{regarding: node, related: &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "NodeRemediation", Name: o.Name, UID: o.UID},
+		eventType: corev1.EventTypeNormal, reason: history.RemediationOrdered, action: "Remediate",
+		note: fmt.Sprintf("ordered %s from the node's agent (NodeRemediation %s, boot %s, to be started within %ds); verified by %s within %s",
+			a.Action, o.Name, a.BootID, o.Spec.ActiveDeadlineSeconds, verifiedBy(a.Action), a.Timeout),
+		record: history.Record{Rung: rungOf(a, o.Name, "")}}
+}
+
+func verifiedBy(a v1alpha1.LadderAction) string {
+	if a == v1alpha1.LadderReboot {
+		return "a new boot ID and the condition healthy"
+	}
+	return "the agent's report and the condition healthy"
+}
+
+// rebootVerifiedEvent: the Node's boot ID changed.
+func rebootVerifiedEvent(node *corev1.Node, a ladder.Attempt, newBoot string, rungs int) event {
+	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.RebootVerified, action: "Remediate",
+		note:   fmt.Sprintf("%s: the node rebooted (boot %s, now %s); waiting for the condition to be healthy", rungNote(a, rungs), a.BootID, newBoot),
+		record: history.Record{Rung: rungOf(a, "", newBoot)}}
+}
+
+// remediationFailedEvent: an attempt failed; the ladder goes on with next.
+func remediationFailedEvent(node *corev1.Node, failed, next ladder.Attempt, why string, rungs int) event {
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.RemediationFailed, action: "Remediate",
+		note:   fmt.Sprintf("%s failed: %s; next: %s", rungNote(failed, rungs), why, rungNote(next, rungs)),
+		record: history.Record{Rung: rungOf(failed, "", "")}}
+}
+
+// returnedEvent: an attempt was verified; the node is back in service.
+func returnedEvent(node *corev1.Node, st workflow.State, a ladder.Attempt, how string, rec *ladder.Record, rungs int) event {
+	c := history.ParseCondition(st.Reason)
+	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.ReturnedToService, action: "Repair",
+		note: fmt.Sprintf("%s: %s; untainted and back in service. %s unhealthy again before %s continues the ladder",
+			rungNote(a, rungs), how, st.Condition, rec.Until.UTC().Format(time.RFC3339)),
+		record: history.Record{Trigger: &c, Policy: st.Policy, Rung: rungOf(a, "", "")}}
+}
+
+// quarantinedEvent: the node is cordoned and tainted for a person.
+func quarantinedEvent(node *corev1.Node, st workflow.State, a ladder.Attempt) event {
+	c := history.ParseCondition(st.Reason)
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.Quarantined, action: "Quarantine",
+		note: fmt.Sprintf("quarantined for a person after %s: cordoned and tainted %s; release with kubectl mend release %s (annotation %s)",
+			st.Reason, workflow.TaintKey, node.Name, workflow.ReleaseAnnotation),
+		record: history.Record{Trigger: &c, Policy: st.Policy, Rung: rungOf(a, "", "")}}
+}
+
+// releasedEvent: a quarantined node is back in service.
+func releasedEvent(node *corev1.Node, st workflow.State, why string) event {
+	c := history.ParseCondition(st.Reason)
+	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.QuarantineReleased, action: "Quarantine",
+		note:   fmt.Sprintf("quarantine %s: untainted, uncordoned where nodemend had cordoned, back in service", why),
+		record: history.Record{Trigger: &c, Policy: st.Policy}}
 }
 
 // blockedEvent: a gate holds the node's repair; once per gate (and pool or

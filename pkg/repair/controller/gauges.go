@@ -68,3 +68,17 @@ func (f fleetView) Paused() bool {
 	p, _, _ := f.r.paused(ctx)
 	return p
 }
+
+func (f fleetView) Quarantined() map[string]int {
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	r := f.r
+	lookup, _ := r.machineLookup(ctx)
+	out := map[string]int{}
+	_ = r.eachNode(ctx, func(n *corev1.Node) {
+		if workflow.Phase(n.Annotations[workflow.PhaseAnnotation]) == workflow.PhaseQuarantined {
+			out[r.pools.Of(n, lookup).String()]++
+		}
+	})
+	return out
+}

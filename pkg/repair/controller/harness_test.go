@@ -92,6 +92,9 @@ func newHarness(t *testing.T, mutate ...func(*controller.Options)) *harness {
 	h.opts = controller.Options{
 		Clock: h.clock, Namespace: h.ns, PauseConfigMap: "nodemend-pause",
 		SkipNameValidation: true, DrainPollInterval: 10 * time.Second,
+		// The tests written before the ladder repair plain nodes by
+		// replacement; the ladder's tests turn it off (withLadder).
+		ReplaceUnowned: true,
 	}
 	for _, m := range mutate {
 		m(&h.opts)
@@ -387,3 +390,7 @@ func (h *harness) podTerminating(ns, name string) bool {
 	}
 	return p.DeletionTimestamp != nil
 }
+
+// withLadder gives nodes no engine owns the default ladder (Reboot,
+// Quarantine; ResetAccelerator first for reset-class XIDs).
+func withLadder(o *controller.Options) { o.ReplaceUnowned = false }

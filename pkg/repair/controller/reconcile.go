@@ -72,6 +72,14 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return r.tolerate(ctx, node, st, pol, set, asmt, now)
 	case workflow.PhaseDraining:
 		return r.drain(ctx, node, st, pol, now)
+	case workflow.PhaseRemediating:
+		if st.Attempt.Order == "" {
+			// The next attempt was decided, not yet carried out.
+			return r.carryOut(ctx, node, st, pol, *st.Attempt, now)
+		}
+		return r.remediate(ctx, node, st, pol, now)
+	case workflow.PhaseQuarantined:
+		return r.quarantined(ctx, node, st, pol, now)
 	default:
 		return r.terminate(ctx, node, st, now)
 	}

@@ -71,6 +71,12 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 		return reconcile.Result{}, nil
 	}
 
+	return r.drained(ctx, node, st, pol, now)
+}
+
+// handOver gives a drained node to its backend (the Replace rung).
+func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
 	be := r.backends.Choose(node, r.opts.Backend)
 	name := be.Name()
 	target, err := be.Resolve(ctx, node)

@@ -30,6 +30,14 @@ const (
 	Failed        = "NodeRepairFailed"
 	InvalidState  = "NodeRepairStateInvalid"
 	InvalidPolicy = "NodeRepairPolicyInvalid"
+
+	// The ladder's rungs (docs/repair.md, The ladder).
+	RemediationOrdered = "NodeRemediationOrdered"
+	RebootVerified     = "NodeRebootVerified"
+	RemediationFailed  = "NodeRemediationFailed"
+	ReturnedToService  = "NodeReturnedToService"
+	Quarantined        = "NodeQuarantined"
+	QuarantineReleased = "NodeQuarantineReleased"
 )
 
 // Annotation is the Event annotation that holds the Record as JSON.
@@ -65,6 +73,24 @@ type Record struct {
 	// Took is how long the step took: the drain (HandedOver), the whole
 	// repair from the first unhealthy moment (Succeeded).
 	Took metav1.Duration `json:"took,omitzero"`
+	// Rung is the ladder rung attempt the event is about.
+	Rung *Rung `json:"rung,omitempty"`
+}
+
+// Rung is one attempt of a ladder rung.
+type Rung struct {
+	// Action is ResetAccelerator, Reboot, Replace or Quarantine.
+	Action string `json:"action"`
+	// Index is the rung's place in the ladder, from 1; Attempt of Of.
+	Index   int `json:"index"`
+	Attempt int `json:"attempt"`
+	Of      int `json:"of"`
+	// Order is the NodeRemediation of the attempt.
+	Order string `json:"order,omitempty"`
+	// BootID is the node's boot when the attempt was ordered, NewBootID
+	// the one that verified a reboot.
+	BootID    string `json:"bootID,omitempty"`
+	NewBootID string `json:"newBootID,omitempty"`
 }
 
 // Condition is a node condition, as it triggered a repair.

@@ -27,6 +27,8 @@ type Fleet interface {
 	Blocked() map[string]string
 	// Paused reports the pause switch.
 	Paused() bool
+	// Quarantined counts the quarantined nodes per pool.
+	Quarantined() map[string]int
 }
 
 // Metrics is the controller's metric set. A nil *Metrics records nothing.
@@ -35,6 +37,7 @@ type Metrics struct {
 	toStart, toGone            *prometheus.HistogramVec
 	drain                      prometheus.Histogram
 	blockedEvents              *prometheus.CounterVec
+	rungs                      *prometheus.CounterVec
 }
 
 // Repair-time buckets: tolerations are minutes, repairs tens of minutes.
@@ -68,8 +71,11 @@ func New(reg prometheus.Registerer, fleet Fleet) *Metrics {
 		blockedEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodemend_repair_blocked_total", Help: "Repair decisions that a gate blocked (once per node and blocking reason), by gate.",
 		}, []string{"gate"}),
+		rungs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodemend_repair_rungs_total", Help: "Ladder rung steps, by rung action and result: Ordered, Rebooted, Repaired (node back in service), Failed (the ladder goes on), Quarantined, Released.",
+		}, []string{"action", "result"}),
 	}
-	reg.MustRegister(m.started, m.succeeded, m.failed, m.toStart, m.toGone, m.drain, m.blockedEvents, &fleetCollector{fleet: fleet})
+	reg.MustRegister(m.started, m.succeeded, m.failed, m.toStart, m.toGone, m.drain, m.blockedEvents, m.rungs, &fleetCollector{fleet: fleet})
 	return m
 }
 
@@ -105,6 +111,13 @@ func (m *Metrics) Failed(condition, reason string) {
 	}
 }
 
+// Rung records a step of a ladder rung.
+func (m *Metrics) Rung(action, result string) {
+	if m != nil {
+		m.rungs.WithLabelValues(action, result).Inc()
+	}
+}
+
 // Blocked records a blocked decision.
 func (m *Metrics) Blocked(gate string) {
 	if m != nil {
@@ -118,7 +131,9 @@ var (
 		[]string{"pool", "condition"}, nil)
 	blockedDesc = prometheus.NewDesc("nodemend_repair_blocked_pools",
 		"1 for each pool (or zone) where repairs are blocked now, by the gate that blocks.", []string{"pool", "gate"}, nil)
-	pausedDesc = prometheus.NewDesc("nodemend_repair_paused", "1 while the cluster-wide pause switch is on.", nil, nil)
+	pausedDesc      = prometheus.NewDesc("nodemend_repair_paused", "1 while the cluster-wide pause switch is on.", nil, nil)
+	quarantinedDesc = prometheus.NewDesc("nodemend_quarantined_nodes",
+		"Nodes quarantined for a person (cordoned and tainted until released), by pool.", []string{"pool"}, nil)
 )
 
 type fleetCollector struct{ fleet Fleet }
@@ -127,6 +142,7 @@ func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- unhealthyDesc
 	ch <- blockedDesc
 	ch <- pausedDesc
+	ch <- quarantinedDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -145,4 +161,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		paused = 1
 	}
 	ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, paused)
+	for p, n := range c.fleet.Quarantined() {
+		ch <- prometheus.MustNewConstMetric(quarantinedDesc, prometheus.GaugeValue, float64(n), p)
+	}
 }

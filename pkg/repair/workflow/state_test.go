@@ -10,6 +10,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
 )
 
@@ -24,7 +25,7 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	since := unhealthy.Since{"KernelReady": t0}
 	trigger := corev1.NodeCondition{Type: "KernelReady", Status: "False", Reason: "KernelDeadlock"}
-	started := Started(WithSince(n, since), since, trigger, "gpu", t0.Add(30*time.Minute))
+	started := Started(WithSince(n, since), since, trigger, "gpu", ladder.Attempt{Position: ladder.First, Action: v1alpha1.LadderReplace, Of: 1, Started: t0.Add(30 * time.Minute)}, t0.Add(30*time.Minute))
 	if len(n.Annotations) != 0 || len(n.Spec.Taints) != 1 {
 		t.Fatal("Started modified its input")
 	}

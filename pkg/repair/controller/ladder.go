@@ -1,0 +1,352 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/ladder"
+	"nodemend.dev/nodemend/pkg/repair/policy"
+	"nodemend.dev/nodemend/pkg/repair/unhealthy"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
+)
+
+// This file runs the ladder (pkg/repair/ladder) once a node is drained: the
+// rung of the decision's position is carried out — an order to the node's
+// agent (Reboot, ResetAccelerator) verified on the Node, the hand-over to
+// the node's engine (Replace, steps.go), or quarantine — and a failed
+// attempt moves the decision to the next attempt or rung. Every move is one
+// Node patch guarded by the resourceVersion, and an order's name is derived
+// from the decision, so that a restarted controller or a second leader
+// neither orders twice nor runs two rungs at once.
+
+// rungsOf is the ladder of node under pol for its recorded trigger.
+func (r *Reconciler) rungsOf(node *corev1.Node, pol policy.Policy, trigger string) []policy.Rung {
+	// The backend registry says whether an engine replaces the machine.
+	replace := r.opts.ReplaceUnowned || r.backends.Choose(node, r.opts.Backend).Engine()
+	return ladder.Resolve(pol, replace, workflow.ConditionReason(trigger))
+}
+
+// attemptAt is the attempt at position p of rungs, decided now.
+func attemptAt(rungs []policy.Rung, p ladder.Position, now time.Time) ladder.Attempt {
+	rung := ladder.At(rungs, p)
+	a := ladder.Attempt{Position: p, Action: rung.Action, Of: rung.Attempts, Started: now}
+	if rung.Timeout > 0 {
+		a.Timeout = rung.Timeout.String()
+	}
+	return a
+}
+
+// drained carries out the rung of a drained node.
+func (r *Reconciler) drained(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+	if st.Attempt == nil {
+		// A repair started before the ladder existed: it was a Replace.
+		return r.handOver(ctx, node, st, now)
+	}
+	return r.carryOut(ctx, node, st, pol, *st.Attempt, now)
+}
+
+// carryOut starts attempt a on a drained node.
+func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
+	switch a.Action {
+	case v1alpha1.LadderReplace:
+		if st.Attempt == nil || *st.Attempt != a {
+			updated := workflow.WithAttempt(node, a)
+			if err := r.patch(ctx, node, updated, true); err != nil {
+				return reconcile.Result{}, err
+			}
+			node = updated
+		}
+		return r.handOver(ctx, node, st, now)
+	case v1alpha1.LadderQuarantine:
+		return r.quarantine(ctx, node, st, a, now)
+	}
+	a.Started = now
+	a.BootID = node.Status.NodeInfo.BootID
+	a.Order = orderName(node, st.Started, a)
+	if !r.orders {
+		return r.escalate(ctx, node, st, pol, a, "the NodeRemediation CRD is not installed (install or upgrade the chart's CRDs)", now)
+	}
+	if a.BootID == "" {
+		// Nothing to verify a reboot by, nothing to bind an order to.
+		return r.escalate(ctx, node, st, pol, a, "the node reports no boot ID (status.nodeInfo.bootID)", now)
+	}
+	updated := workflow.Remediating(node, a)
+	if err := r.patch(ctx, node, updated, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("ladder: ordering "+string(a.Action), "position", a.Position.String(), "order", a.Order, "bootID", a.BootID)
+	if err := r.after(ctx, node.Name, StepRungDecided); err != nil {
+		return reconcile.Result{}, err
+	}
+	st, err := workflow.Read(updated)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.remediate(ctx, updated, st, pol, now)
+}
+
+// orderName is the NodeRemediation of one attempt of one decision: the
+// same whoever computes it, different for every attempt.
+func orderName(node *corev1.Node, started time.Time, a ladder.Attempt) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%d/%d/%d", node.UID, started.UTC().Format(time.RFC3339), a.Rung, a.Attempt, a.Started.UnixNano())))
+	prefix := node.Name
+	if len(prefix) > 200 {
+		prefix = strings.TrimRight(prefix[:200], "-.")
+	}
+	return prefix + "-" + strings.ToLower(shortAction(a.Action)) + "-" + hex.EncodeToString(h[:5])
+}
+
+func shortAction(a v1alpha1.LadderAction) string {
+	if a == v1alpha1.LadderResetAccelerator {
+		return "reset"
+	}
+	return string(a)
+}
+
+// orderDeadline is how long the agent may take to start an order: well
+// within the attempt's timeout, so that an order is dead before the ladder
+// moves on without it.
+func orderDeadline(a ladder.Attempt) int64 {
+	d, _ := time.ParseDuration(a.Timeout)
+	s := int64(d / 3 / time.Second)
+	return min(max(s, 10), 3600)
+}
+
+// remediate follows an ordered attempt: the order is created (once), then
+// judged on what the Node and the order show.
+func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
+		return reconcile.Result{}, err
+	}
+	a := *st.Attempt
+	order := &v1alpha1.NodeRemediation{}
+	err := r.client.Get(ctx, client.ObjectKey{Name: a.Order}, order)
+	switch {
+	case apierrors.IsNotFound(err):
+		order = nil
+		if now.Before(a.Deadline()) {
+			if err := r.createOrder(ctx, node, st, a); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	case err != nil:
+		return reconcile.Result{}, err
+	}
+	obs := ladder.Observation{Now: now, BootID: node.Status.NodeInfo.BootID, Order: order,
+		TriggerHealthy: triggerHealthy(node, pol, st.Condition), KubeletReady: kubeletReady(node)}
+	out := ladder.Judge(a, obs)
+	switch out.Verdict {
+	case ladder.Wait:
+		r.wakeAt(node.Name, out.Wake)
+		return reconcile.Result{}, nil
+	case ladder.Rebooted:
+		a.Verified = now
+		if err := r.patch(ctx, node, workflow.WithAttempt(node, a), true); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.metrics.Rung(string(a.Action), "Rebooted")
+		ctrl.LoggerFrom(ctx).Info("ladder: reboot verified by a new boot ID", "was", a.BootID, "now", obs.BootID)
+		r.emit(rebootVerifiedEvent(node, a, obs.BootID, rungCount(r.rungsOf(node, pol, st.Reason))))
+		if err := r.after(ctx, node.Name, StepRebootVerified); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.wakeAt(node.Name, out.Wake)
+		return reconcile.Result{}, nil
+	case ladder.Repaired:
+		return r.returnToService(ctx, node, st, pol, a, out.Message, now)
+	}
+	return r.escalate(ctx, node, st, pol, a, out.Message, now)
+}
+
+// createOrder creates the attempt's NodeRemediation unless it exists: the
+// name is the decision's, so a second try (after a crash, or by another
+// leader) finds it instead of ordering again.
+func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st workflow.State, a ladder.Attempt) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	host := v1alpha1.HostReboot
+	if a.Action == v1alpha1.LadderResetAccelerator {
+		host = v1alpha1.HostResetAccelerator
+	}
+	o := &v1alpha1.NodeRemediation{
+		ObjectMeta: metav1.ObjectMeta{Name: a.Order, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+		}}},
+		Spec: v1alpha1.NodeRemediationSpec{NodeName: node.Name, Action: host, BootID: a.BootID, Reason: st.Reason,
+			ActiveDeadlineSeconds: orderDeadline(a)},
+	}
+	err := r.client.Create(ctx, o)
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ordering %s: %w", a.Action, err)
+	}
+	r.metrics.Rung(string(a.Action), "Ordered")
+	r.emit(orderedEvent(node, a, o))
+	return r.after(ctx, node.Name, StepOrdered)
+}
+
+// triggerHealthy: no rule of pol matches the node's condition of type t.
+func triggerHealthy(node *corev1.Node, pol policy.Policy, t corev1.NodeConditionType) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == t && unhealthy.Any([]corev1.NodeCondition{c}, pol.Rules) {
+			return false
+		}
+	}
+	return true
+}
+
+// escalate moves a decision whose attempt failed to the next attempt or
+// rung, and carries that out.
+func (r *Reconciler) escalate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, failed ladder.Attempt, why string, now time.Time) (reconcile.Result, error) {
+	rungs := r.rungsOf(node, pol, st.Reason)
+	next := attemptAt(rungs, ladder.Next(rungs, failed.Position), now)
+	// Recorded first, in one guarded patch: the failure is reported once
+	// and the next attempt decided once.
+	updated := workflow.WithAttempt(node, next)
+	if err := r.patch(ctx, node, updated, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.metrics.Rung(string(failed.Action), "Failed")
+	ctrl.LoggerFrom(ctx).Info("ladder: attempt failed; going on", "failed", failed.Action, "position", failed.Position.String(), "why", why, "next", next.Action)
+	r.emit(remediationFailedEvent(updated, failed, next, why, rungCount(rungs)))
+	if err := r.after(ctx, node.Name, StepEscalated); err != nil {
+		return reconcile.Result{}, err
+	}
+	st, err := workflow.Read(updated)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.carryOut(ctx, updated, st, pol, next, now)
+}
+
+// returnToService ends a verified attempt: taint and repair state removed,
+// the record kept for the rung's window.
+func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, msg string, now time.Time) (reconcile.Result, error) {
+	rungs := r.rungsOf(node, pol, st.Reason)
+	rec := &ladder.Record{Position: a.Position, Action: a.Action, Condition: string(st.Condition), Returned: now,
+		Until: now.Add(ladder.At(rungs, a.Position).Window)}
+	updated := workflow.Returned(node, rec)
+	if err := r.patch(ctx, node, updated, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.untrack(node.Name)
+	r.metrics.Rung(string(a.Action), "Repaired")
+	ctrl.LoggerFrom(ctx).Info("ladder: node back in service", "action", a.Action, "how", msg, "window", rec.Until.Sub(now).String())
+	r.emit(returnedEvent(updated, st, a, msg, rec, rungCount(rungs)))
+	if err := r.after(ctx, node.Name, StepReturned); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.wakeAt(node.Name, rec.Until)
+	return reconcile.Result{}, nil
+}
+
+// quarantine cordons and keeps the node tainted for a person.
+func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st workflow.State, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
+	updated := workflow.Quarantine(node, a, st.Condition, now)
+	if err := r.patch(ctx, node, updated, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.metrics.Rung(string(a.Action), "Quarantined")
+	ctrl.LoggerFrom(ctx).Info("ladder: node quarantined for a person", "trigger", st.Reason)
+	r.emit(quarantinedEvent(updated, st, a))
+	if err := r.after(ctx, node.Name, StepQuarantined); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, nil
+}
+
+// quarantined follows a quarantined node until a person releases it or it
+// has been healthy for the policy's healthyFor.
+func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+	if st.Released {
+		who := st.Release
+		if who == "" {
+			who = "the " + workflow.ReleaseAnnotation + " annotation"
+		}
+		return r.release(ctx, node, st, "released by "+who)
+	}
+	if pol.QuarantineHealthyFor <= 0 {
+		return reconcile.Result{}, nil
+	}
+	healthy := !unhealthy.Any(node.Status.Conditions, pol.Rules)
+	switch {
+	case healthy && st.HealthySince.IsZero():
+		if err := r.patch(ctx, node, workflow.WithHealthySince(node, now), true); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.wakeAt(node.Name, now.Add(pol.QuarantineHealthyFor))
+	case healthy && !now.Before(st.HealthySince.Add(pol.QuarantineHealthyFor)):
+		return r.release(ctx, node, st, fmt.Sprintf("healthy for %s", pol.QuarantineHealthyFor))
+	case healthy:
+		r.wakeAt(node.Name, st.HealthySince.Add(pol.QuarantineHealthyFor))
+	case !st.HealthySince.IsZero():
+		if err := r.patch(ctx, node, workflow.WithHealthySince(node, time.Time{}), true); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// release returns a quarantined node to service; the next fault starts a
+// new ladder.
+func (r *Reconciler) release(ctx context.Context, node *corev1.Node, st workflow.State, why string) (reconcile.Result, error) {
+	updated := workflow.Returned(node, nil)
+	if err := r.patch(ctx, node, updated, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.untrack(node.Name)
+	r.metrics.Rung(string(v1alpha1.LadderQuarantine), "Released")
+	ctrl.LoggerFrom(ctx).Info("ladder: quarantine released", "why", why)
+	r.emit(releasedEvent(updated, st, why))
+	return reconcile.Result{}, r.after(ctx, node.Name, StepReleased)
+}
+
+// untrack forgets a repair that ended with the node still there.
+func (r *Reconciler) untrack(name string) {
+	r.mu.Lock()
+	delete(r.inflight, name)
+	r.mu.Unlock()
+	r.dedupe.forget(name)
+}
+
+// ladderWindow handles the record of an attempt that returned the node to
+// service: it is removed when its window ends. It reports whether the
+// node's fault came back within the window (then the decision goes on
+// without a new toleration), with the finding that did.
+func (r *Reconciler) ladderWindow(ctx context.Context, node *corev1.Node, st workflow.State, asmt unhealthy.Assessment, now time.Time) (*corev1.Node, *unhealthy.Finding, error) {
+	rec := st.Ladder
+	if rec == nil {
+		return node, nil, nil
+	}
+	if !now.Before(rec.Until) {
+		updated := workflow.WithoutLadder(node)
+		if err := r.patch(ctx, node, updated, false); err != nil {
+			return node, nil, err
+		}
+		return updated, nil, nil
+	}
+	for i := range asmt.Findings {
+		if string(asmt.Findings[i].Condition.Type) == rec.Condition {
+			return node, &asmt.Findings[i], nil
+		}
+	}
+	r.wakeAt(node.Name, rec.Until)
+	return node, nil, nil
+}
+
+func rungCount(rungs []policy.Rung) int { return len(rungs) }

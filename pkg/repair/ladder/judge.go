@@ -1,0 +1,108 @@
+package ladder
+
+import (
+	"fmt"
+	"time"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+)
+
+// Observation is what the controller sees of an attempt in progress.
+type Observation struct {
+	Now time.Time
+	// BootID is the Node's status.nodeInfo.bootID, as its kubelet wrote it.
+	BootID string
+	// Order is the attempt's NodeRemediation; nil while it is not (or no
+	// longer) there.
+	Order *v1alpha1.NodeRemediation
+	// TriggerHealthy: no rule of the node's policy matches its condition of
+	// the triggering type any more.
+	TriggerHealthy bool
+	// KubeletReady: the node's Ready condition is True.
+	KubeletReady bool
+}
+
+// Verdict is what an attempt has come to.
+type Verdict string
+
+const (
+	// Wait: nothing decided yet; look again at the latest at Outcome.Wake.
+	Wait Verdict = "Wait"
+	// Rebooted: the node has a new boot ID, seen for the first time; the
+	// condition is not healthy yet.
+	Rebooted Verdict = "Rebooted"
+	// Repaired: verified and the triggering condition healthy: the node
+	// returns to service.
+	Repaired Verdict = "Repaired"
+	// Failed: the attempt did not work; the ladder goes on.
+	Failed Verdict = "Failed"
+)
+
+// Outcome is a Verdict, why, and when to look again.
+type Outcome struct {
+	Verdict Verdict
+	Message string
+	Wake    time.Time
+}
+
+// Judge decides an attempt of a Reboot or ResetAccelerator rung. A reboot is
+// verified by the Node's boot ID, which the kubelet writes: the agent's own
+// report is only used to give up early (it refused, or its reboot failed).
+// A reset is verified by the agent's report that the GPUs answer healthy.
+// Either way the node returns to service only with its triggering condition
+// healthy and its kubelet Ready, and only before the attempt's deadline.
+func Judge(a Attempt, o Observation) Outcome {
+	deadline := a.Deadline()
+	late := !o.Now.Before(deadline)
+	var order v1alpha1.RemediationPhase
+	msg := ""
+	if o.Order != nil {
+		order, msg = o.Order.Status.Phase, o.Order.Status.Message
+	}
+	switch a.Action {
+	case v1alpha1.LadderReboot:
+		rebooted := o.BootID != "" && a.BootID != "" && o.BootID != a.BootID
+		switch {
+		case rebooted && o.TriggerHealthy && o.KubeletReady:
+			return Outcome{Verdict: Repaired, Message: fmt.Sprintf("rebooted (boot %s → %s) and healthy", a.BootID, o.BootID)}
+		case rebooted && late:
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("rebooted (boot %s → %s), but %s", a.BootID, o.BootID, unhealthyAfter(o, a))}
+		case rebooted && a.Verified.IsZero():
+			return Outcome{Verdict: Rebooted, Message: fmt.Sprintf("new boot %s (was %s); waiting for the node to be healthy", o.BootID, a.BootID), Wake: deadline}
+		case rebooted:
+			return Outcome{Verdict: Wait, Wake: deadline}
+		case order == v1alpha1.RemediationRefused || order == v1alpha1.RemediationFailed:
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("the agent reports the reboot %s: %s", order, msg)}
+		case late:
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no new boot ID within %s (still %s; order %s)", a.Timeout, a.BootID, orderState(order))}
+		}
+		return Outcome{Verdict: Wait, Wake: deadline}
+	case v1alpha1.LadderResetAccelerator:
+		switch {
+		case order == v1alpha1.RemediationSucceeded && o.TriggerHealthy && o.KubeletReady:
+			return Outcome{Verdict: Repaired, Message: "accelerators reset and healthy: " + msg}
+		case order == v1alpha1.RemediationRefused || order == v1alpha1.RemediationFailed:
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("the agent reports the reset %s: %s", order, msg)}
+		case late && order == v1alpha1.RemediationSucceeded:
+			return Outcome{Verdict: Failed, Message: "reset, but " + unhealthyAfter(o, a)}
+		case late:
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no reset reported within %s (order %s)", a.Timeout, orderState(order))}
+		}
+		return Outcome{Verdict: Wait, Wake: deadline}
+	}
+	return Outcome{Verdict: Failed, Message: fmt.Sprintf("%s is not a rung with an order", a.Action)}
+}
+
+func unhealthyAfter(o Observation, a Attempt) string {
+	if !o.KubeletReady {
+		return "the kubelet is not Ready " + a.Timeout + " after the order"
+	}
+	return "the triggering condition is still unhealthy " + a.Timeout + " after the order"
+}
+
+func orderState(p v1alpha1.RemediationPhase) string {
+	if p == "" {
+		return "not picked up by the agent"
+	}
+	return string(p)
+}

@@ -1,0 +1,142 @@
+package ladder
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/repair/policy"
+)
+
+func actions(l []policy.Rung) string {
+	var s []string
+	for _, r := range l {
+		s = append(s, string(r.Action))
+	}
+	return strings.Join(s, ",")
+}
+
+func TestResolveDefaults(t *testing.T) {
+	def := policy.Default()
+	cases := []struct {
+		engine bool
+		reason string
+		want   string
+	}{
+		{true, health.ReasonNvidiaXID48Error, "Replace"},
+		{true, "KernelDeadlock", "Replace"},
+		{false, "KernelDeadlock", "Reboot,Quarantine"},
+		{false, health.ReasonNvidiaXID79Error, "Reboot,Quarantine"},
+		{false, health.ReasonNvidiaXID48Error, "ResetAccelerator,Reboot,Quarantine"},
+		{false, health.ReasonNvidiaDoubleBitError, "ResetAccelerator,Reboot,Quarantine"},
+	}
+	for _, c := range cases {
+		if got := actions(Resolve(def, c.engine, c.reason)); got != c.want {
+			t.Errorf("Resolve(default, engine=%v, %s) = %s, want %s", c.engine, c.reason, got, c.want)
+		}
+	}
+	// A policy's own ladder is used as written, and ends in Quarantine when
+	// it ends in no terminal rung.
+	own := def
+	own.Ladder = []policy.Rung{policy.NewRung(v1alpha1.LadderReboot)}
+	if got := actions(Resolve(own, true, "")); got != "Reboot,Quarantine" {
+		t.Errorf("own ladder: %s", got)
+	}
+	own.Ladder = []policy.Rung{policy.NewRung(v1alpha1.LadderReplace)}
+	if got := actions(Resolve(own, false, "")); got != "Replace" {
+		t.Errorf("action Replace on a node no engine owns: %s", got)
+	}
+}
+
+func TestNextAndStartAt(t *testing.T) {
+	reboot := policy.NewRung(v1alpha1.LadderReboot)
+	reboot.Attempts = 2
+	l := []policy.Rung{policy.NewRung(v1alpha1.LadderResetAccelerator), reboot, policy.NewRung(v1alpha1.LadderQuarantine)}
+	walk := []Position{First}
+	for range 4 {
+		walk = append(walk, Next(l, walk[len(walk)-1]))
+	}
+	want := []Position{{0, 1}, {1, 1}, {1, 2}, {2, 1}, {2, 1}}
+	for i := range want {
+		if walk[i] != want[i] {
+			t.Fatalf("walk %v, want %v", walk, want)
+		}
+	}
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := &Record{Position: Position{1, 1}, Action: v1alpha1.LadderReboot, Condition: "KernelReady", Returned: t0, Until: t0.Add(time.Hour)}
+	if p, ok := StartAt(l, rec, "KernelReady", t0.Add(59*time.Minute)); !ok || p != (Position{1, 2}) {
+		t.Errorf("within the window: %v %v", p, ok)
+	}
+	if p, ok := StartAt(l, rec, "KernelReady", t0.Add(time.Hour)); ok || p != First {
+		t.Errorf("window over: %v %v", p, ok)
+	}
+	if p, ok := StartAt(l, rec, "StorageReady", t0); ok || p != First {
+		t.Errorf("another condition: %v %v", p, ok)
+	}
+	// A ladder that got shorter since: the last rung.
+	if p := Next(l[:1], Position{2, 1}); p != (Position{0, 1}) {
+		t.Errorf("beyond a shorter ladder: %v", p)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	reboot := Attempt{Position: First, Action: v1alpha1.LadderReboot, Of: 1, Order: "n1-reboot-x", BootID: "b1", Started: t0, Timeout: "15m0s"}
+	reset := reboot
+	reset.Action = v1alpha1.LadderResetAccelerator
+	reset.Timeout = "5m0s"
+	order := func(p v1alpha1.RemediationPhase) *v1alpha1.NodeRemediation {
+		return &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: "o"}, Status: v1alpha1.NodeRemediationStatus{Phase: p, Message: "m"}}
+	}
+	verified := reboot
+	verified.Verified = t0.Add(3 * time.Minute)
+	cases := []struct {
+		name string
+		a    Attempt
+		o    Observation
+		want Verdict
+	}{
+		{"waiting", reboot, Observation{Now: t0.Add(time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationAccepted)}, Wait},
+		{"new boot, not healthy yet", reboot, Observation{Now: t0.Add(3 * time.Minute), BootID: "b2", KubeletReady: true}, Rebooted},
+		{"new boot seen before, still waiting", verified, Observation{Now: t0.Add(4 * time.Minute), BootID: "b2", KubeletReady: true}, Wait},
+		{"new boot and healthy", reboot, Observation{Now: t0.Add(4 * time.Minute), BootID: "b2", TriggerHealthy: true, KubeletReady: true}, Repaired},
+		{"new boot, kubelet not ready", reboot, Observation{Now: t0.Add(4 * time.Minute), BootID: "b2", TriggerHealthy: true}, Rebooted},
+		{"new boot, unhealthy past the timeout", verified, Observation{Now: t0.Add(15 * time.Minute), BootID: "b2", KubeletReady: true}, Failed},
+		{"no new boot within the timeout", reboot, Observation{Now: t0.Add(15 * time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationAccepted), TriggerHealthy: true, KubeletReady: true}, Failed},
+		// The agent's word alone never verifies a reboot.
+		{"agent says succeeded, boot unchanged", reboot, Observation{Now: t0.Add(time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationSucceeded), TriggerHealthy: true, KubeletReady: true}, Wait},
+		{"agent refused", reboot, Observation{Now: t0.Add(time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationRefused)}, Failed},
+		{"reboot failed", reboot, Observation{Now: t0.Add(time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationFailed)}, Failed},
+		{"reset done and healthy", reset, Observation{Now: t0.Add(time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationSucceeded), TriggerHealthy: true, KubeletReady: true}, Repaired},
+		{"reset done, condition not yet healthy", reset, Observation{Now: t0.Add(time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationSucceeded), KubeletReady: true}, Wait},
+		{"reset done, condition never healthy", reset, Observation{Now: t0.Add(5 * time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationSucceeded), KubeletReady: true}, Failed},
+		{"reset refused: GPU busy", reset, Observation{Now: t0.Add(time.Minute), BootID: "b1", Order: order(v1alpha1.RemediationRefused)}, Failed},
+		{"reset healthy condition but no report", reset, Observation{Now: t0.Add(time.Minute), BootID: "b1", TriggerHealthy: true, KubeletReady: true}, Wait},
+		{"reset never picked up", reset, Observation{Now: t0.Add(5 * time.Minute), BootID: "b1"}, Failed},
+	}
+	for _, c := range cases {
+		if got := Judge(c.a, c.o); got.Verdict != c.want {
+			t.Errorf("%s: %+v, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestAnnotationsRoundTrip(t *testing.T) {
+	a := Attempt{Position: Position{1, 2}, Action: v1alpha1.LadderReboot, Of: 2, Order: "o", BootID: "b", Started: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Timeout: "15m0s"}
+	got, err := DecodeAttempt(Encode(a))
+	if err != nil || *got != a {
+		t.Fatalf("attempt round trip: %+v %v", got, err)
+	}
+	for _, bad := range []string{"{", `{"action":"Reboot"}`, `{"action":"Reboot","rung":0,"attempt":1,"started":"2026-03-01T12:00:00Z","timeout":"soon"}`} {
+		if _, err := DecodeAttempt(bad); err == nil {
+			t.Errorf("DecodeAttempt(%s) accepted", bad)
+		}
+	}
+	if _, err := DecodeRecord(`{"condition":"KernelReady","rung":0,"attempt":1}`); err == nil {
+		t.Error("a record without its window accepted")
+	}
+}
