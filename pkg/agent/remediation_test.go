@@ -15,6 +15,8 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
@@ -50,9 +52,10 @@ func TestRebootOrderAndTheNextBootsAgent(t *testing.T) {
 	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	core := must(coreclient.New(env.Config))
 	run := func() func() {
 		a, err := New(Options{
-			Client: env.Client, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
+			Client: core, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
 			ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
 			Remediation: RemediationOptions{Config: env.Config, Reboot: remediate.RebootConfig{Mechanism: remediate.MechanismCommand, Command: []string{hook}}},
 		})
