@@ -87,24 +87,12 @@ func (a *Agent) startStreams(parent context.Context, p *pipeline) *runningSource
 		rs.wg.Add(1)
 		go func() {
 			defer rs.wg.Done()
-			backoff := time.Second
-			for {
-				err := st.Stream(ctx, func(f monitor.Finding) { a.report(p, f) })
-				if ctx.Err() != nil {
-					return
+			a.supervise(5*time.Minute, name, name).Go(ctx, func(ctx context.Context) error {
+				if err := st.Stream(ctx, func(f monitor.Finding) { a.report(p, f) }); err != nil {
+					return err
 				}
-				if err == nil {
-					err = errors.New("stream ended")
-				}
-				a.metrics.SourceError(name)
-				a.errOnce.report(name, fmt.Errorf("%w; restarting in %v", err, backoff))
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, 5*time.Minute)
-			}
+				return errors.New("stream ended")
+			})
 		}()
 	}
 	return rs

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/source/journal"
 	"nodemend.dev/nodemend/pkg/source/kmsg"
@@ -24,6 +25,16 @@ func (s *runningSources) stop() {
 	s.wg.Wait()
 }
 
+// supervise restarts one of the agent's long-running loops on the agent's
+// clock, waiting from a second up to max between starts; each restart is
+// counted as an error of source and reported once under key.
+func (a *Agent) supervise(max time.Duration, key, source string) backoff.Supervisor {
+	return backoff.Supervisor{Clock: a.opts.Clock, Initial: time.Second, Max: max, OnExit: func(err error, wait time.Duration) {
+		a.metrics.SourceError(source)
+		a.errOnce.report(key, fmt.Errorf("%w; restarting in %v", err, wait))
+	}}
+}
+
 func (a *Agent) startSources(parent context.Context, c config.Config) *runningSources {
 	ctx, cancel := context.WithCancel(parent)
 	rs := &runningSources{cancel: cancel}
@@ -33,24 +44,12 @@ func (a *Agent) startSources(parent context.Context, c config.Config) *runningSo
 		rs.wg.Add(1)
 		go func() {
 			defer rs.wg.Done()
-			backoff := time.Second
-			for {
-				err := f(ctx)
-				if ctx.Err() != nil {
-					return
+			a.supervise(30*time.Second, "source/"+name, name).Go(ctx, func(ctx context.Context) error {
+				if err := f(ctx); err != nil {
+					return err
 				}
-				if err == nil {
-					err = errors.New("reader stopped")
-				}
-				a.metrics.SourceError(name)
-				a.errOnce.report("source/"+name, fmt.Errorf("%w; restarting in %v", err, backoff))
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, 30*time.Second)
-			}
+				return errors.New("reader stopped")
+			})
 		}()
 	}
 	onError := func(name string) func(error) {
@@ -73,6 +72,7 @@ func (a *Agent) startSources(parent context.Context, c config.Config) *runningSo
 			Directory:  strings.TrimPrefix(j.Directory, "/"),
 			Journalctl: j.Command,
 			OnError:    onError("journal"),
+			Clock:      a.opts.Clock,
 		}
 		if j.Mode == config.JournalFile {
 			opts.File = strings.TrimPrefix(j.File, "/")

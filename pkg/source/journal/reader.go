@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
+	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/source/tail"
 )
@@ -42,9 +45,12 @@ type Options struct {
 	Runner Runner
 	// MinBackoff and MaxBackoff bound the wait before restarting journalctl
 	// after it exited; it doubles from MinBackoff after each exit, and goes
-	// back to MinBackoff after a run that delivered entries or lasted longer
-	// than MaxBackoff. Defaults DefaultMinBackoff and DefaultMaxBackoff.
+	// back to MinBackoff after a run that
+	// delivered entries or lasted MaxBackoff. Defaults DefaultMinBackoff and
+	// DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
+	// Clock paces the restarts; nil is the real clock.
+	Clock clock.Clock
 
 	// File, if set, switches to file mode: the JSON-lines file at
 	// <HostRoot>/<File> is tailed from its end (package tail) instead of
@@ -175,32 +181,21 @@ func (r *Reader) args() []string {
 }
 
 func (r *Reader) runJournalctl(ctx context.Context) error {
-	backoff := r.opts.MinBackoff
-	for {
-		started := time.Now()
+	backoff.Supervisor{Clock: r.opts.Clock, Initial: r.opts.MinBackoff, Max: r.opts.MaxBackoff,
+		OnExit: func(err error, wait time.Duration) {
+			r.restart.Add(1)
+			if r.opts.OnError != nil {
+				r.opts.OnError(fmt.Errorf("journal: %s (restarting in %v): %w", r.opts.Journalctl, wait, err))
+			}
+		},
+	}.Run(ctx, func(ctx context.Context) (bool, error) {
 		n, err := r.runOnce(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if n > 0 || time.Since(started) > r.opts.MaxBackoff {
-			backoff = r.opts.MinBackoff
-		}
 		if err == nil {
 			err = errors.New("exited")
 		}
-		r.restart.Add(1)
-		if r.opts.OnError != nil {
-			r.opts.OnError(fmt.Errorf("journal: %s (restarting in %v): %w", r.opts.Journalctl, backoff, err))
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, r.opts.MaxBackoff)
-	}
+		return n > 0, err
+	})
+	return ctx.Err()
 }
 
 // runOnce runs journalctl until it exits; it returns how many entries it
