@@ -33,7 +33,7 @@ type layer struct {
 var layers = []layer{
 	{"contract", []string{"api/...", "pkg/health", "pkg/logline", "pkg/monitor"}, nil,
 		"what the halves agree on: CRD types, condition types and the reason registry, log lines and rules, the monitor API"},
-	{"plumbing", []string{"internal/backoff", "internal/bounded", "internal/childproc", "internal/coreclient", "internal/kubeconfig", "internal/scheme"}, []string{"contract"},
+	{"plumbing", []string{"internal/backoff", "internal/bounded", "internal/childproc", "internal/coreclient", "internal/kubeconfig", "internal/scheme", "internal/textcut"}, []string{"contract"},
 		"small production helpers: retry backoff, bounded reads, child processes, the agent's core/v1 client, kubeconfig loading, the runtime scheme"},
 	{"sources", []string{"pkg/source/...", "pkg/rules"}, []string{"contract", "plumbing"},
 		"log readers (kmsg, journal, file tail) that produce log lines; the rule matcher"},

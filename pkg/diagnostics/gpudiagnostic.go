@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/diagnostics/redact"
 )
 
@@ -126,11 +127,11 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	}
 	record := func(s *v1alpha1.GPUDiagnosticStatus) {
 		s.Level, s.FileName, s.SizeBytes, s.ExpiryTime = level, file, size, expiry
-		s.DCGMVersion, s.DriverVersion = truncate(res.Version, 64), truncate(res.DriverVersion, 64)
+		s.DCGMVersion, s.DriverVersion = textcut.Ellipsis(res.Version, 64), textcut.Ellipsis(res.DriverVersion, 64)
 	}
 	switch {
 	case errors.Is(err, ErrGPUDiagnosticsUnavailable):
-		return fail("GPUDiagnosticsUnavailable", truncate(err.Error(), 1024))
+		return fail("GPUDiagnosticsUnavailable", textcut.Ellipsis(err.Error(), 1024))
 	case timedOut:
 		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
 			record(s)
@@ -139,12 +140,12 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	case err != nil:
 		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
 			record(s)
-			s.State, s.Message = v1alpha1.CaptureFailed, truncate(err.Error(), 1024)
+			s.State, s.Message = v1alpha1.CaptureFailed, textcut.Ellipsis(err.Error(), 1024)
 		}, "DiagnosticFailed")
 	case res.RuntimeError != "":
 		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
 			record(s)
-			s.State, s.Message = v1alpha1.CaptureFailed, truncate("the diagnostic did not run: "+res.RuntimeError, 1024)
+			s.State, s.Message = v1alpha1.CaptureFailed, textcut.Ellipsis("the diagnostic did not run: "+res.RuntimeError, 1024)
 		}, "DiagnosticNotRun")
 	}
 	return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
@@ -157,14 +158,14 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 			if len(s.FailedTests) == 64 {
 				break
 			}
-			s.FailedTests = append(s.FailedTests, truncate(f, 128))
+			s.FailedTests = append(s.FailedTests, textcut.Ellipsis(f, 128))
 		}
 		s.Message = res.Summary
 		if file != "" {
 			s.Message += fmt.Sprintf("; dcgmi's output on the node until %s at /api/v1/nodes/%s/proxy/logs/nodemend/%s",
 				expiry.UTC().Format(time.RFC3339), r.opts.NodeName, file)
 		}
-		s.Message = truncate(s.Message, 1024)
+		s.Message = textcut.Ellipsis(s.Message, 1024)
 	}, "Completed")
 }
 

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/diagnostics/bundle"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
@@ -177,7 +178,7 @@ func (b bundleResult) errors() []v1alpha1.CollectorError {
 	var out []v1alpha1.CollectorError
 	for _, c := range b.collectors {
 		if c.Error != "" && len(out) < 64 {
-			out = append(out, v1alpha1.CollectorError{Collector: truncate(c.Name, 128), Message: truncate(c.Error, 512)})
+			out = append(out, v1alpha1.CollectorError{Collector: textcut.Ellipsis(c.Name, 128), Message: textcut.Ellipsis(c.Error, 512)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Collector < out[j].Collector })

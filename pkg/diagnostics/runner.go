@@ -34,6 +34,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/internal/coreclient"
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
@@ -456,7 +457,7 @@ func (r *Runner) finishWith(ctx context.Context, name string, gen int64, kind ca
 			status = metav1.ConditionTrue
 		}
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: conditionType(kind), Status: status, Reason: reason, Message: truncate(cs.Message, 1024), ObservedGeneration: gen,
+			Type: conditionType(kind), Status: status, Reason: reason, Message: textcut.Ellipsis(cs.Message, 1024), ObservedGeneration: gen,
 		})
 	})
 }
@@ -502,11 +503,4 @@ func (r *Runner) start(ctx context.Context, name string, gen int64, kind capture
 			Type: conditionType(kind), Status: metav1.ConditionFalse, Reason: "InProgress", Message: msg, ObservedGeneration: gen,
 		})
 	})
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/textcut"
 )
 
 // Resource is the NodeRemediation resource.
@@ -266,7 +267,7 @@ func (e *Executor) mechanismFor(a v1alpha1.HostAction) string {
 func (e *Executor) writeStatus(ctx context.Context, o *v1alpha1.NodeRemediation, phase v1alpha1.RemediationPhase, msg string, devices []string) (*v1alpha1.NodeRemediation, error) {
 	o = o.DeepCopy()
 	o.Status.Phase = phase
-	o.Status.Message = clip(msg, 2048)
+	o.Status.Message = textcut.Ellipsis(msg, 2048)
 	if devices != nil {
 		o.Status.Devices = devices
 	}
@@ -306,11 +307,4 @@ func ignoreConflict(err error) error {
 		return nil
 	}
 	return err
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

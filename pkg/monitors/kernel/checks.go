@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -68,11 +69,11 @@ func (m *Monitor) runPIDMax(context.Context) ([]monitor.Finding, error) {
 func parseLoadavgTasks(data []byte) (uint64, error) {
 	fields := strings.Fields(string(data))
 	if len(fields) != 5 {
-		return 0, fmt.Errorf("malformed loadavg %q: want 5 fields", truncate(data))
+		return 0, fmt.Errorf("malformed loadavg %q: want 5 fields", textcut.Ellipsis(string(data), quoteLimit))
 	}
 	_, total, ok := strings.Cut(fields[3], "/")
 	if !ok {
-		return 0, fmt.Errorf("malformed loadavg %q: no running/total tasks field", truncate(data))
+		return 0, fmt.Errorf("malformed loadavg %q: no running/total tasks field", textcut.Ellipsis(string(data), quoteLimit))
 	}
 	n, err := strconv.ParseUint(total, 10, 64)
 	if err != nil {
@@ -285,12 +286,12 @@ func isPID(name string) bool {
 func parseStatState(stat []byte) (state byte, ppid int, err error) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 || bytes.IndexByte(stat, '(') < 0 {
-		return 0, 0, fmt.Errorf("malformed stat %q: no (comm)", truncate(stat))
+		return 0, 0, fmt.Errorf("malformed stat %q: no (comm)", textcut.Ellipsis(string(stat), quoteLimit))
 	}
 	rest := stat[i+1:]
 	// rest is " S 1 1 ...": a space, the state letter, a space, the parent.
 	if len(rest) < 4 || rest[0] != ' ' || rest[2] != ' ' || !isStateLetter(rest[1]) {
-		return 0, 0, fmt.Errorf("malformed stat %q: no state after (comm)", truncate(stat))
+		return 0, 0, fmt.Errorf("malformed stat %q: no state after (comm)", textcut.Ellipsis(string(stat), quoteLimit))
 	}
 	ppidField := rest[3:]
 	if j := bytes.IndexByte(ppidField, ' '); j >= 0 {
@@ -298,7 +299,7 @@ func parseStatState(stat []byte) (state byte, ppid int, err error) {
 	}
 	ppid, err = strconv.Atoi(string(bytes.TrimRight(ppidField, "\n")))
 	if err != nil || ppid < 0 {
-		return 0, 0, fmt.Errorf("malformed stat %q: bad parent PID", truncate(stat))
+		return 0, 0, fmt.Errorf("malformed stat %q: bad parent PID", textcut.Ellipsis(string(stat), quoteLimit))
 	}
 	return rest[1], ppid, nil
 }
@@ -361,11 +362,6 @@ func reached(n, limit uint64, threshold float64) bool {
 	return float64(n)*100 >= threshold*float64(limit)
 }
 
-// truncate keeps error messages about malformed files short.
-func truncate(b []byte) string {
-	const limit = 80
-	if len(b) > limit {
-		return string(b[:limit]) + "..."
-	}
-	return string(b)
-}
+// quoteLimit bounds the bad input an error message quotes: 80 bytes and the
+// cut mark.
+const quoteLimit = 80 + len(textcut.Mark)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
@@ -124,7 +125,7 @@ func TestCountEnviron(t *testing.T) {
 		for _, size := range []int{1, 2, 3, 7, 64 << 10} {
 			got, err := countEnviron(fd, "1", make([]byte, size))
 			if err != nil || got != tc.want {
-				t.Errorf("%q with %d-byte reads: %d, %v; want %d", truncate([]byte(tc.content)), size, got, err, tc.want)
+				t.Errorf("%q with %d-byte reads: %d, %v; want %d", textcut.Ellipsis(tc.content, quoteLimit), size, got, err, tc.want)
 			}
 		}
 		if _, err := countEnviron(fd, "2", make([]byte, 16)); err != errGone {

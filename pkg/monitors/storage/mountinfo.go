@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"nodemend.dev/nodemend/internal/textcut"
 )
 
 // mountEntry is one line of /proc/<pid>/mountinfo
@@ -61,7 +63,7 @@ func parseMountinfoLine(line string) (mountEntry, error) {
 	f := strings.Split(line, " ")
 	sep := slices.Index(f, "-")
 	if sep < 6 || len(f) < sep+4 {
-		return mountEntry{}, fmt.Errorf("malformed %q: want 6+ fields, '-', 3 fields", truncate(line))
+		return mountEntry{}, fmt.Errorf("malformed %q: want 6+ fields, '-', 3 fields", textcut.Ellipsis(line, quoteLimit))
 	}
 	var e mountEntry
 	maj, min, ok := strings.Cut(f[2], ":")
@@ -69,11 +71,11 @@ func parseMountinfoLine(line string) (mountEntry, error) {
 	e.Major, err1 = strconv.Atoi(maj)
 	e.Minor, err2 = strconv.Atoi(min)
 	if !ok || err1 != nil || err2 != nil || e.Major < 0 || e.Minor < 0 {
-		return mountEntry{}, fmt.Errorf("malformed device %q", truncate(f[2]))
+		return mountEntry{}, fmt.Errorf("malformed device %q", textcut.Ellipsis(f[2], quoteLimit))
 	}
 	e.Point = unescapeOctal(f[4])
 	if !strings.HasPrefix(e.Point, "/") {
-		return mountEntry{}, fmt.Errorf("mount point %q is not absolute", truncate(e.Point))
+		return mountEntry{}, fmt.Errorf("mount point %q is not absolute", textcut.Ellipsis(e.Point, quoteLimit))
 	}
 	e.MountOptions = strings.Split(f[5], ",")
 	e.FSType = f[sep+1]
@@ -127,9 +129,6 @@ func under(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
-func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
+// quoteLimit bounds the bad input an error message quotes: 80 bytes and the
+// cut mark.
+const quoteLimit = 80 + len(textcut.Mark)

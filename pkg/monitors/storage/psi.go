@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -79,7 +80,7 @@ func parsePSI(data []byte) (psi, error) {
 		for _, kv := range f[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
-				return psi{}, fmt.Errorf("malformed field %q", truncate(kv))
+				return psi{}, fmt.Errorf("malformed field %q", textcut.Ellipsis(kv, quoteLimit))
 			}
 			var err error
 			switch k {
@@ -93,7 +94,7 @@ func parsePSI(data []byte) (psi, error) {
 				l.Total, err = strconv.ParseUint(v, 10, 64)
 			}
 			if err != nil {
-				return psi{}, fmt.Errorf("malformed %s=%q: %w", k, truncate(v), err)
+				return psi{}, fmt.Errorf("malformed %s=%q: %w", k, textcut.Ellipsis(v, quoteLimit), err)
 			}
 		}
 		switch f[0] {
@@ -102,7 +103,7 @@ func parsePSI(data []byte) (psi, error) {
 		case "full":
 			p.Full, p.HasFull = l, true
 		default:
-			return psi{}, fmt.Errorf("unknown line %q", truncate(f[0]))
+			return psi{}, fmt.Errorf("unknown line %q", textcut.Ellipsis(f[0], quoteLimit))
 		}
 	}
 	if !seenSome {

@@ -17,6 +17,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/childproc"
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -191,7 +192,7 @@ func parseFreeSpace(out []byte) (freeSpace, error) {
 		}
 	}
 	if seen != 7 {
-		return freeSpace{}, fmt.Errorf("no free space summary in the output %q", truncate(string(out)))
+		return freeSpace{}, fmt.Errorf("no free space summary in the output %q", textcut.Ellipsis(string(out), quoteLimit))
 	}
 	if fs.Extents > 0 {
 		fs.Average = float64(fs.Blocks) / float64(fs.Extents)

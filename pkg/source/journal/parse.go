@@ -18,6 +18,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/logline"
 )
 
@@ -85,7 +86,7 @@ func (e *entry) line() (logline.Line, string, error) {
 	}
 	usec, err := strconv.ParseInt(rt, 10, 64)
 	if err != nil || usec < 0 {
-		return logline.Line{}, "", fmt.Errorf("%w: __REALTIME_TIMESTAMP %q", ErrMalformed, clip(rt))
+		return logline.Line{}, "", fmt.Errorf("%w: __REALTIME_TIMESTAMP %q", ErrMalformed, textcut.Head(rt, 64))
 	}
 	msg, err := field(e.Message, "MESSAGE")
 	if err != nil {
@@ -303,13 +304,6 @@ func capValid(s string, max int) string {
 			}
 			s = s[:n]
 		}
-	}
-	return s
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64]
 	}
 	return s
 }

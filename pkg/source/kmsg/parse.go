@@ -29,6 +29,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"nodemend.dev/nodemend/internal/textcut"
 )
 
 // MaxMessageBytes caps Record.Message and each dictionary value; longer ones
@@ -132,24 +134,17 @@ func Parse(rec []byte) (Record, error) {
 // parseDictLine parses " KEY=VALUE".
 func parseDictLine(line []byte) (key, value string, err error) {
 	if len(line) == 0 || line[0] != ' ' {
-		return "", "", malformed("dictionary line %q does not start with a space", clip(line))
+		return "", "", malformed("dictionary line %q does not start with a space", textcut.Head(line, 64))
 	}
 	k, v, ok := bytes.Cut(line[1:], []byte{'='})
 	if !ok || len(k) == 0 {
-		return "", "", malformed("dictionary line %q is not KEY=VALUE", clip(line))
+		return "", "", malformed("dictionary line %q is not KEY=VALUE", textcut.Head(line, 64))
 	}
 	return strings.ToValidUTF8(string(k), "\uFFFD"), unescape(v), nil
 }
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
-}
-
-func clip(b []byte) []byte {
-	if len(b) > 64 {
-		return b[:64]
-	}
-	return b
 }
 
 // unescape decodes \xNN escapes (a backslash not followed by two hex digits is

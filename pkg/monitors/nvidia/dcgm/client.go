@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/childproc"
+	"nodemend.dev/nodemend/internal/textcut"
 )
 
 // Runner runs host tools; pkg/diagnostics/command's Exec (real processes,
@@ -168,7 +169,7 @@ func firstLine(out []byte) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	return truncate(s, 256)
+	return textcut.Ellipsis(s, 256)
 }
 
 // Health runs `dcgmi health --check --json` on the GPU group.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
@@ -147,7 +148,7 @@ func HealthFindings(r HealthReport) []Finding {
 	out := make([]Finding, 0, len(order))
 	for _, k := range order {
 		f := *byKey[k]
-		f.Message = truncate(f.Message, maxMessage)
+		f.Message = textcut.Ellipsis(f.Message, maxMessage)
 		out = append(out, f)
 	}
 	return out
@@ -246,7 +247,7 @@ func DiagFindings(r DiagReport, level int) []Finding {
 		if a.first != "" {
 			msg += " (" + a.first + ")"
 		}
-		out = append(out, Finding{Reason: health.ReasonDCGMDiagnosticFailure, Severity: a.sev, Subject: s, Message: truncate(msg, maxMessage)})
+		out = append(out, Finding{Reason: health.ReasonDCGMDiagnosticFailure, Severity: a.sev, Subject: s, Message: textcut.Ellipsis(msg, maxMessage)})
 	}
 	return out
 }
@@ -263,15 +264,4 @@ func onlyWorkable(errs []DiagError) bool {
 		}
 	}
 	return true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("...")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
@@ -175,7 +176,7 @@ func (s *Source) unavailable(cause error) ([]Finding, error) {
 		if seen {
 			msg = fmt.Sprintf("DCGM host engine %s answered earlier and now does not: %v", s.api.Where(), cause)
 		}
-		return []Finding{{Reason: health.ReasonDCGMError, Severity: health.Fatal, Message: truncate(msg, maxMessage)}}, nil
+		return []Finding{{Reason: health.ReasonDCGMError, Severity: health.Fatal, Message: textcut.Ellipsis(msg, maxMessage)}}, nil
 	}
 	switch {
 	case logged == cause.Error():
