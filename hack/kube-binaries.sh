@@ -5,7 +5,8 @@
 # A second run finds them and returns at once.
 #
 # Usage: hack/kube-binaries.sh [BINARY...]   (default: etcd kube-apiserver kube-scheduler,
-# what the tests run; kubectl mend explain is tested on the real scheduler's messages)
+# what the tests run; kubectl mend explain is tested on the real scheduler's messages;
+# hack/real-node.sh adds kube-controller-manager, kubelet and kube-proxy)
 # Prints the directory holding the binaries as its last line.
 # Environment: NODEMEND_CACHE (default ~/.cache/nodemend)
 set -euo pipefail
@@ -22,8 +23,8 @@ want=("$@")
 package_of() {
   case "$1" in
     etcd) echo "go.etcd.io/etcd/server/v3" ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler) echo "k8s.io/kubernetes/cmd/$1" ;;
-    *) echo "unknown binary $1 (known: etcd kube-apiserver kube-controller-manager kube-scheduler)" >&2; return 1 ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy) echo "k8s.io/kubernetes/cmd/$1" ;;
+    *) echo "unknown binary $1 (known: etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)" >&2; return 1 ;;
   esac
 }
 
