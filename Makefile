@@ -7,7 +7,7 @@ BIN := bin
 # unused methods: 6 MB of the agent's binary (docs/agent.md#footprint).
 AGENT_TAGS := grpcnotrace
 
-.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e bench bench-fleet bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e e2e-node bench bench-fleet bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -22,6 +22,12 @@ test: kube-binaries deps helm
 ## e2e: the simulation as assertions (Karpenter replacement, the gate, tolerations, PDBs, leader loss); needs root
 e2e: build kube-binaries sim-binaries deps
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/
+
+## e2e-node: nodemend on a real node — kubelet, kube-proxy and containerd on this machine, the chart
+## installed from the images `make images` built (docs/install.md "Try it on a real node"); needs root
+e2e-node: build images helm
+	hack/kube-binaries.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy >/dev/null
+	$(GO) test -tags e2enode -count=1 -timeout 30m -v ./e2e/realnode/
 
 ## bench-fleet: nodemend-controller on 5,000 kwok nodes, 20% unhealthy (results in _output/bench-fleet)
 bench-fleet: build kube-binaries sim-binaries deps
@@ -100,6 +106,7 @@ fmt:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
+	$(GO) vet -tags e2enode ./e2e/realnode/
 
 local-cluster-start: kube-binaries deps
 	hack/local-cluster.sh start

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"nodemend.dev/nodemend/pkg/diagnostics"
+	"nodemend.dev/nodemend/pkg/monitors/runtime"
 )
 
 // DiagnosticsOptions enable the diagnostics component: NodeDiagnostics of
@@ -33,6 +34,7 @@ func (a *Agent) startDiagnostics(ctx context.Context, wg *sync.WaitGroup) {
 		Config: d.Config, Client: a.opts.Client, NodeName: a.opts.NodeName, HostRoot: a.opts.HostRoot,
 		AllowUploadPrefixes: d.AllowUploadPrefixes, Gatherer: a.metrics.Registry, EffectiveConfig: a.effectiveConfig,
 		GPUDiagnostics: dcgmDiagnostics{a},
+		CRISocket:      a.criSocket,
 		Clock:          a.opts.Clock, Log: log,
 	})
 	if err != nil {
@@ -46,6 +48,21 @@ func (a *Agent) startDiagnostics(ctx context.Context, wg *sync.WaitGroup) {
 			log.Error(err, "diagnostics stopped")
 		}
 	}()
+}
+
+// criSocket is the configured CRI socket, so that bundles ask the runtime
+// the monitor watches (a node whose socket is not at a default path).
+func (a *Agent) criSocket() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pipeline == nil {
+		return ""
+	}
+	// The section's type belongs to the runtime monitor's package.
+	if c, ok := a.pipeline.cfg.Monitors.Section("containerRuntime").(runtime.Config); ok {
+		return c.CRISocket
+	}
+	return ""
 }
 
 // effectiveConfig is the config in force, for bundles.

@@ -76,6 +76,9 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 		Since: now.Add(-since), Now: now, LogTailBytes: r.opts.LogTailBytes, Client: r.opts.Client,
 		Gatherer: r.opts.Gatherer, EffectiveConfig: r.opts.EffectiveConfig, GPUDiagnosticFile: gpuFile,
 	}
+	if r.opts.CRISocket != nil {
+		env.CRISocket = r.opts.CRISocket()
+	}
 	cs := r.opts.Collectors(env, spec.Categories)
 	total := int32(len(cs))
 	if err := r.start(ctx, obj.Name, gen, kindLogs, attempts, fmt.Sprintf("collecting: 0/%d collectors done", total),

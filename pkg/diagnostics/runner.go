@@ -95,6 +95,9 @@ type Options struct {
 	EffectiveConfig func() any
 	// GPUDiagnostics runs GPU diagnostics (NVIDIA DCGM's); nil refuses them.
 	GPUDiagnostics GPUDiagnostics
+	// CRISocket returns the configured CRI socket (host path) at capture
+	// time; nil or empty tries the runtimes' default sockets.
+	CRISocket func() string
 	// Collectors overrides the collector set (tests).
 	Collectors func(env *collectors.Env, cats []v1alpha1.LogCategory) []collect.Collector
 	Clock      clock.WithTicker

@@ -107,6 +107,11 @@ func NewHost(t testing.TB) *Host {
 	procEnv(812, "containerd", "/usr/bin/containerd")
 	procEnv(1034, "kubelet", "/usr/bin/kubelet --kubeconfig=/var/lib/kubelet/kubeconfig --config=/var/lib/kubelet/config.yaml --token="+secretCmdlineToken+" --node-ip=10.0.1.23",
 		"PATH=/usr/bin", "AWS_REGION=us-east-1", "AWS_SECRET_ACCESS_KEY="+secretAWS, "DB_PASSWORD="+secretDBPassword)
+	// A kubelet started without systemd writes its log to a file (both
+	// standard output and error); containerd's goes to the journal socket.
+	r.Symlink("proc/1034/fd/1", "/var/log/kubelet.log")
+	r.Symlink("proc/1034/fd/2", "/var/log/kubelet.log")
+	r.Symlink("proc/812/fd/1", "socket:[40123]")
 	r.WriteFile("proc/pressure/cpu", "some avg10=1.23 avg60=0.98 avg300=0.50 total=123456789\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
 	r.WriteFile("proc/pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
 	r.WriteFile("proc/pressure/io", "some avg10=4.50 avg60=3.10 avg300=1.00 total=987654\nfull avg10=2.00 avg60=1.50 avg300=0.40 total=456789\n")

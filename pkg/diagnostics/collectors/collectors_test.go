@@ -93,6 +93,7 @@ func TestFakeHostBundle(t *testing.T) {
 		"system/journal/kubelet.log", "system/journal/containerd.log", "system/journal/warnings.log", "system/var/log/syslog",
 		"system/processes.txt", "system/environ/kubelet-1034.env", "system/sysctl.txt", "system/proc/pressure/cpu", "system/cgroup-throttling.txt",
 		"runtime/cri/version.json", "runtime/cri/pods.json", "runtime/cri/containers.json", "runtime/etc/containerd/config.toml", "runtime/var/lib/kubelet/kubeconfig",
+		"runtime/kubelet/config/config.yaml", "runtime/kubelet/kubeconfig/kubeconfig", "system/daemons/kubelet-1034-fd1.log",
 		"networking/links.txt", "networking/addresses.txt", "networking/routes.txt", "networking/rules.txt", "networking/neighbours.txt",
 		"networking/iptables-save.txt", "networking/nft-ruleset.txt", "networking/conntrack.txt", "networking/etc/resolv.conf", "networking/ss.txt",
 		"storage/proc/1/mountinfo", "storage/filesystems.txt", "storage/df.txt", "storage/block-devices.txt", "storage/proc/diskstats",
@@ -113,16 +114,18 @@ func TestFakeHostBundle(t *testing.T) {
 	}
 	// Spot checks of content.
 	for file, sub := range map[string]string{
-		"kernel/dmesg.txt":                "err: NVRM: Xid (PCI:0000:3b:00): 79",
-		"system/processes.txt":            "--token=[REDACTED]",
-		"system/environ/kubelet-1034.env": "AWS_REGION=us-east-1",
-		"system/cgroup-throttling.txt":    "kubepods-burstable-pod1234.slice",
-		"runtime/cri/pods.json":           "coredns-5d78c9869d-abcde",
-		"networking/routes.txt":           "default via 10.0.1.1 dev eth0 table main",
-		"networking/rules.txt":            "1536:\tfrom 10.0.1.77/32 lookup 2",
-		"storage/filesystems.txt":         "/var/lib/kubelet",
-		"base/summary.txt":                "Debian GNU/Linux 12 (bookworm)",
-		"nodemend/metrics.txt":            "nodemend_agent_detections_total 1",
+		"kernel/dmesg.txt":                    "err: NVRM: Xid (PCI:0000:3b:00): 79",
+		"system/processes.txt":                "--token=[REDACTED]",
+		"system/environ/kubelet-1034.env":     "AWS_REGION=us-east-1",
+		"system/cgroup-throttling.txt":        "kubepods-burstable-pod1234.slice",
+		"runtime/cri/pods.json":               "coredns-5d78c9869d-abcde",
+		"networking/routes.txt":               "default via 10.0.1.1 dev eth0 table main",
+		"networking/rules.txt":                "1536:\tfrom 10.0.1.77/32 lookup 2",
+		"storage/filesystems.txt":             "/var/lib/kubelet",
+		"base/summary.txt":                    "Debian GNU/Linux 12 (bookworm)",
+		"nodemend/metrics.txt":                "nodemend_agent_detections_total 1",
+		"runtime/kubelet/config/config.yaml":  "maxPods: 58",
+		"system/daemons/kubelet-1034-fd1.log": "Kubelet version",
 	} {
 		if !strings.Contains(files[file], sub) {
 			t.Errorf("%s lacks %q:\n%s", file, sub, files[file])

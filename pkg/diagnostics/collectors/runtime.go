@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -73,6 +74,7 @@ func runtimeCollectors(e *Env) []collect.Collector {
 			"etc/systemd/system/kubelet.service", "etc/systemd/system/kubelet.service.d/*.conf",
 			"usr/lib/systemd/system/kubelet.service", "etc/default/kubelet", "etc/sysconfig/kubelet",
 			"etc/eks/containerd/containerd-config.toml", "var/lib/kubelet/cpu_manager_state", "var/lib/kubelet/memory_manager_state"),
+		kubeletFiles(e),
 	}
 }
 
@@ -81,7 +83,7 @@ func runtimeCollectors(e *Env) []collect.Collector {
 func (e *Env) dialCRI() (*grpc.ClientConn, error) {
 	candidates := criSockets()
 	if e.CRISocket != "" {
-		candidates = []string{e.CRISocket}
+		candidates = []string{strings.TrimPrefix(e.CRISocket, "unix://")}
 	}
 	var path string
 	for _, c := range candidates {

@@ -49,6 +49,7 @@ func system(e *Env) []collect.Collector {
 		filesCollectorExcept(e, catSystem, "logs", e.tail(), []string{"var/log/kern.log"}, // kernel/logs has it
 			"var/log/syslog", "var/log/syslog.1", "var/log/messages", "var/log/messages.1", "var/log/*.log"),
 		collect.Collector{Name: "system/processes", Category: catSystem, Run: e.processes},
+		daemonLogs(e),
 		collect.Collector{Name: "system/sysctl", Category: catSystem, Run: e.sysctl},
 		filesCollector(e, catSystem, "pressure", 0, "proc/pressure/cpu", "proc/pressure/memory", "proc/pressure/io",
 			"proc/pressure/irq", "proc/vmstat", "proc/stat", "proc/sys/fs/file-nr", "proc/sys/kernel/pid_max",

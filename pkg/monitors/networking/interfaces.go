@@ -29,6 +29,9 @@ type linkInfo struct {
 	// lower layers up, not dormant).
 	Loopback, AdminUp, Running bool
 	OperState                  string
+	// Ports counts the links enslaved to this one (a bridge's or bond's
+	// ports): without any, a bridge or bond has no carrier by design.
+	Ports int
 	// Addresses are the link's global unicast addresses: someone configured
 	// the link, so it is meant to be up.
 	Addresses []string
@@ -108,6 +111,12 @@ func linkList(h *netlink.Handle) ([]linkInfo, error) {
 		return nil, fmt.Errorf("netlink link dump: %w", err)
 	}
 	out := make([]linkInfo, 0, len(ls))
+	ports := map[int]int{}
+	for _, l := range ls {
+		if m := l.Attrs().MasterIndex; m > 0 {
+			ports[m]++
+		}
+	}
 	for _, l := range ls {
 		a := l.Attrs()
 		out = append(out, linkInfo{
@@ -119,6 +128,7 @@ func linkList(h *netlink.Handle) ([]linkInfo, error) {
 			AdminUp:   a.RawFlags&unix.IFF_UP != 0,
 			Running:   a.RawFlags&unix.IFF_RUNNING != 0,
 			OperState: a.OperState.String(),
+			Ports:     ports[a.Index],
 		})
 	}
 	return out, nil
@@ -157,7 +167,8 @@ const loopbackSubject = "lo"
 //   - InterfaceNotUp for a loopback that is down, and for a watched link that
 //     is down while it was seen up before or still carries a global address
 //     (a NIC nobody configured, like an unused second ENI, is not expected);
-//   - InterfaceNotRunning for a watched link that is up without IFF_RUNNING.
+//   - InterfaceNotRunning for a watched link that is up without IFF_RUNNING
+//     (a bridge or bond without ports has no carrier by design: not a fault).
 //
 // Links matching exclude are not watched; loopbacks always are. A link that
 // disappears is forgotten: CNIs delete interfaces as a matter of course.
@@ -186,7 +197,7 @@ func evalInterfaces(prev ifaceState, snap netSnapshot, exclude *regexp.Regexp, t
 					Subject:  l.Name,
 				})
 			}
-		case l.AdminUp && !l.Running:
+		case l.AdminUp && !l.Running && !portless(l):
 			n := next.strikes.hit(prev.strikes, health.ReasonInterfaceNotRunning, l.Name)
 			if n >= thr.NotRunning {
 				fs = append(fs, monitor.Finding{
@@ -211,6 +222,13 @@ func evalInterfaces(prev ifaceState, snap netSnapshot, exclude *regexp.Regexp, t
 		}
 	}
 	return next, fs
+}
+
+// portless reports a bridge or bond without ports: the kernel keeps its
+// carrier off until one joins (a CNI or docker bridge on a node with no
+// pods yet, or after the last left), which is no fault.
+func portless(l linkInfo) bool {
+	return (l.Kind == "bridge" || l.Kind == "bond") && l.Ports == 0
 }
 
 // describeLink is the identifying detail of a link in messages.

@@ -37,6 +37,9 @@ func TestEvalInterfaces(t *testing.T) {
 	noCarrier := func(l linkInfo) linkInfo { l.Running, l.OperState = false, "down"; return l }
 	unaddressed := func(l linkInfo) linkInfo { l.Addresses = nil; return l }
 	named := func(l linkInfo, n string) linkInfo { l.Name = n; return l }
+	bridge := func(ports int) linkInfo {
+		return linkInfo{Name: "mybridge", Index: 9, Kind: "bridge", AdminUp: true, OperState: "down", Ports: ports, Addresses: []string{"10.239.0.1/24"}}
+	}
 	for _, tc := range []struct {
 		name  string
 		ticks [][]linkInfo
@@ -89,6 +92,15 @@ func TestEvalInterfaces(t *testing.T) {
 		{
 			name:  "a vanished interface is forgotten",
 			ticks: [][]linkInfo{{lo(), ens5(), named(ens5(), "ens6")}, {lo(), ens5()}, {lo(), ens5(), named(down(unaddressed(ens5())), "ens6")}},
+		},
+		{
+			name:  "a bridge without ports has no carrier, by design",
+			ticks: [][]linkInfo{{lo(), ens5(), bridge(0)}, {lo(), ens5(), bridge(0)}},
+		},
+		{
+			name:  "a bridge with a port but no carrier",
+			ticks: [][]linkInfo{{lo(), ens5(), bridge(1)}, {lo(), ens5(), bridge(1)}},
+			want:  "InterfaceNotRunning/mybridge",
 		},
 		{
 			name:  "two faults at once",

@@ -1,0 +1,154 @@
+package realnode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// found is the machine as Start found it, recorded before anything is
+// created, so that Stop puts back exactly that.
+type found struct {
+	// Sysctls holds the values of every tunable the node's components
+	// change.
+	Sysctls map[string]string `json:"sysctls"`
+	// Absent are the fixed host paths that did not exist (the components
+	// create them; Stop removes them).
+	Absent []string `json:"absent"`
+	// RootPrivate: / was a private mount, made shared for the node (a
+	// container's HostToContainer mount needs a shared or slave source, as
+	// on every systemd host); Stop makes it private again.
+	RootPrivate bool `json:"rootPrivate"`
+}
+
+// changedSysctls are the tunables the node's components may change: the
+// kubelet sets the first six at start (container_manager_linux.go
+// setupKernelTunables); kube-proxy and the CNI bridge plugin the others
+// unless told not to, which the node's configs do.
+func changedSysctls() []string {
+	return []string{
+		"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+		"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/ipv4/conf/all/route_localnet",
+		"net/netfilter/nf_conntrack_max", "net/netfilter/nf_conntrack_tcp_timeout_established",
+		"net/netfilter/nf_conntrack_tcp_timeout_close_wait",
+	}
+}
+
+// kubeletTunables are the ones the kubelet sets once, at start: they are
+// put back as soon as it has (panic on oops has no place on a shared
+// machine), and again by Stop.
+func kubeletTunables() []string {
+	return changedSysctls()[:6]
+}
+
+// fixedHostPaths are the paths outside Var and Run that the components
+// create and that cannot be moved: the kubelet's container log links,
+// containerd's shim sockets (/run/containerd/s) and network namespaces,
+// libcni's result cache, and the chart's agent hostPath directories.
+func fixedHostPaths() []string {
+	return []string{"/var/log/containers", "/run/containerd", "/run/netns", "/var/lib/cni",
+		"/var/lib/nodemend", "/var/log/nodemend"}
+}
+
+func sysctlPath(key string) string { return filepath.Join("/proc/sys", key) }
+
+func readSysctl(key string) (string, error) {
+	b, err := os.ReadFile(sysctlPath(key))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// recordFound reads the machine's state before the node touches it.
+func recordFound() (found, error) {
+	f := found{Sysctls: map[string]string{}}
+	for _, k := range changedSysctls() {
+		v, err := readSysctl(k)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // not on this kernel: nothing can change it
+		}
+		if err != nil {
+			return f, err
+		}
+		f.Sysctls[k] = v
+	}
+	for _, p := range fixedHostPaths() {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			f.Absent = append(f.Absent, p)
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return f, err
+	}
+	f.RootPrivate = rootIsPrivate(string(mi))
+	return f, nil
+}
+
+// rootIsPrivate reports whether the mount at / has no propagation fields
+// (shared:N, master:N) in mountinfo.
+func rootIsPrivate(mountinfo string) bool {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 7 || f[4] != "/" {
+			continue
+		}
+		private := true
+		for _, opt := range f[6:] {
+			if opt == "-" {
+				break
+			}
+			if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
+				private = false
+			}
+		}
+		return private
+	}
+	return false
+}
+
+func (l Layout) saveFound(f found) error {
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(l.foundFile(), data, 0o644)
+}
+
+func (l Layout) loadFound() (found, bool, error) {
+	data, err := os.ReadFile(l.foundFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return found{}, false, nil
+	}
+	if err != nil {
+		return found{}, false, err
+	}
+	var f found
+	if err := json.Unmarshal(data, &f); err != nil {
+		return found{}, false, fmt.Errorf("%s: %w", l.foundFile(), err)
+	}
+	return f, true, nil
+}
+
+// restoreSysctls writes back every recorded value that differs now.
+func restoreSysctls(f found, keys []string) error {
+	var errs []error
+	for _, k := range keys {
+		want, ok := f.Sysctls[k]
+		if !ok {
+			continue
+		}
+		if got, err := readSysctl(k); err == nil && got == want {
+			continue
+		}
+		if err := os.WriteFile(sysctlPath(k), []byte(want), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restoring %s=%s: %w", strings.ReplaceAll(k, "/", "."), want, err))
+		}
+	}
+	return errors.Join(errs...)
+}
