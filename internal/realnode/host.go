@@ -164,7 +164,7 @@ func splitRule(line string) []string {
 func ownChainsPresent() ([]string, error) {
 	var out []string
 	for _, fam := range []string{"iptables", "ip6tables"} {
-		save, err := exec.Command(fam+"-save").Output()
+		save, err := exec.Command(fam + "-save").Output()
 		if err != nil {
 			return nil, fmt.Errorf("%s-save: %w", fam, err)
 		}
@@ -185,7 +185,7 @@ func ownChainsPresent() ([]string, error) {
 func removeIPTablesResidue() error {
 	var errs []error
 	for _, fam := range []string{"iptables", "ip6tables"} {
-		save, err := exec.Command(fam+"-save").Output()
+		save, err := exec.Command(fam + "-save").Output()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s-save: %w", fam, err))
 			continue

@@ -56,7 +56,7 @@ type Layout struct {
 // Ports of the node's components; every one is checked free before start.
 type Ports struct {
 	Etcd, EtcdPeer, APIServer, ControllerManager, Scheduler int
-	Kubelet, KubeletHealthz, ProxyHealthz, ProxyMetrics    int
+	Kubelet, KubeletHealthz, ProxyHealthz, ProxyMetrics     int
 }
 
 // List names every port, for the free-port check and messages.

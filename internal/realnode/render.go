@@ -265,5 +265,3 @@ func (l Layout) kubeletArgs() []string {
 func (l Layout) kubeProxyArgs() []string {
 	return []string{"--config=" + l.conf("kube-proxy.yaml")}
 }
-
-
