@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"nodemend.dev/nodemend/internal/realnode"
+	"nodemend.dev/nodemend/realnode"
 )
 
 // nodemendConditions are the four a CPU node carries; kubeletConditions

@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"nodemend.dev/nodemend/internal/realnode"
-	"nodemend.dev/nodemend/pkg/diagnostics/diagtest"
+	"nodemend.dev/nodemend/realnode"
+	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 )
 
 func execOut(name string, args ...string) (string, error) {

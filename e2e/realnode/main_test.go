@@ -24,8 +24,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"nodemend.dev/nodemend/internal/realnode"
-	"nodemend.dev/nodemend/internal/testenv"
+	"nodemend.dev/nodemend/realnode"
+	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 // scenarioValues shorten the agent's check intervals and the log-derived

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"nodemend.dev/nodemend/internal/realnode"
+	"nodemend.dev/nodemend/realnode"
 )
 
 func testAgentReady(t *testing.T, n *node) {

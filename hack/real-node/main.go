@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"nodemend.dev/nodemend/internal/realnode"
+	"nodemend.dev/nodemend/realnode"
 )
 
 type multi []string

@@ -55,7 +55,9 @@ var layers = []layer{
 		"fakes and harnesses for tests: real API server, fake host roots, namespaces, CRI, NVML"},
 	{"simulation", []string{"sim/..."}, []string{"testsupport", "agent", "controller", "cli", "repair", "monitors", "sources", "diagnostics", "contract", "plumbing"},
 		"the local simulation, a product of its own: the demo, e2e's cluster, the fleet benchmark"},
-	{"tooling", []string{"hack/...", "deploy/...", "e2e/...", "internal/layering"}, []string{"simulation", "testsupport", "binaries", "agent", "controller", "cli", "repair", "monitors", "sources", "diagnostics", "contract", "plumbing"},
+	{"real node", []string{"realnode/..."}, []string{"contract", "plumbing"},
+		"one real node on this machine (kubelet, containerd, control plane) with the chart: hack/real-node.sh, make e2e-node"},
+	{"tooling", []string{"hack/...", "deploy/...", "e2e/...", "internal/layering"}, []string{"real node", "simulation", "testsupport", "binaries", "agent", "controller", "cli", "repair", "monitors", "sources", "diagnostics", "contract", "plumbing"},
 		"code generators, deployment checks, end-to-end tests, this test"},
 }
 
