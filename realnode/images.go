@@ -24,8 +24,8 @@ type Images struct {
 
 // findImages reads the image references out of every tarball in dir (OCI
 // image layouts or docker save archives) and assigns them their roles by
-// repository name: nodemend-agent, nodemend-controller, pause, and the
-// test workload (any other).
+// repository name: nodemend-agent, nodemend-controller, the pause image
+// (nodemend-pause, or any *pause) and the test workload (*workload).
 func findImages(dir string) (Images, error) {
 	var imgs Images
 	files, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
@@ -43,15 +43,14 @@ func findImages(dir string) (Images, error) {
 		}
 		imgs.Files = append(imgs.Files, f)
 		for _, r := range refs {
-			switch repositoryName(r) {
-			case "nodemend-agent":
+			switch name := repositoryName(r); {
+			case name == "nodemend-agent":
 				imgs.Agent = r
-			case "nodemend-controller":
+			case name == "nodemend-controller":
 				imgs.Controller = r
-			case "pause":
+			case strings.HasSuffix(name, "pause"):
 				imgs.Pause = r
-			case "kubectl-mend":
-			default:
+			case strings.HasSuffix(name, "workload"):
 				imgs.Workload = r
 			}
 		}

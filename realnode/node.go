@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -276,6 +277,12 @@ func (l Layout) Client() (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Certificates inline: client-go caches TLS transports by file path,
+	// and a second start of the node writes new ones at the same paths.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, err
+	}
+	cfg.CAFile, cfg.CertFile, cfg.KeyFile = "", "", ""
 	return kubernetes.NewForConfig(cfg)
 }
 

@@ -234,14 +234,15 @@ func TestFindImages(t *testing.T) {
 	}
 	writeTar(t, filepath.Join(dir, "agent.tar"), map[string]string{"index.json": oci("ghcr.io/nodemend/nodemend-agent:0.1.0"), "oci-layout": `{"imageLayoutVersion":"1.0.0"}`})
 	writeTar(t, filepath.Join(dir, "controller.tar"), map[string]string{"manifest.json": `[{"RepoTags":["ghcr.io/nodemend/nodemend-controller:0.1.0"]}]`})
-	writeTar(t, filepath.Join(dir, "pause.tar"), map[string]string{"index.json": oci("ghcr.io/nodemend/pause:3.10")})
-	writeTar(t, filepath.Join(dir, "workload.tar"), map[string]string{"index.json": oci("ghcr.io/nodemend/e2e-workload:0.1.0")})
+	writeTar(t, filepath.Join(dir, "pause.tar"), map[string]string{"index.json": oci("ghcr.io/nodemend/nodemend-pause:0.1.0")})
+	writeTar(t, filepath.Join(dir, "kubectl-mend.tar"), map[string]string{"index.json": oci("ghcr.io/nodemend/kubectl-mend:0.1.0")})
+	writeTar(t, filepath.Join(dir, "workload.tar"), map[string]string{"index.json": oci("ghcr.io/nodemend/nodemend-test-workload:0.1.0")})
 	imgs, err := findImages(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if imgs.Agent != "ghcr.io/nodemend/nodemend-agent:0.1.0" || imgs.Controller != "ghcr.io/nodemend/nodemend-controller:0.1.0" ||
-		imgs.Pause != "ghcr.io/nodemend/pause:3.10" || imgs.Workload != "ghcr.io/nodemend/e2e-workload:0.1.0" || len(imgs.Files) != 4 {
+		imgs.Pause != "ghcr.io/nodemend/nodemend-pause:0.1.0" || imgs.Workload != "ghcr.io/nodemend/nodemend-test-workload:0.1.0" || len(imgs.Files) != 5 {
 		t.Errorf("images %+v", imgs)
 	}
 	l := layout(t)
@@ -310,8 +311,8 @@ func TestRenderedConfigs(t *testing.T) {
 	if strings.Contains(string(routes), "0.0.0.0/0") || !strings.Contains(string(routes), l.ServiceCIDR.String()) {
 		t.Errorf("pod routes %s: want the service range and the node, no default", routes)
 	}
-	cc := l.containerdConfig("ghcr.io/nodemend/pause:3.10")
-	for _, want := range []string{`restrict_oom_score_adj = true`, `sandbox_image = "ghcr.io/nodemend/pause:3.10"`, `SystemdCgroup = false`,
+	cc := l.containerdConfig("ghcr.io/nodemend/nodemend-pause:0.1.0")
+	for _, want := range []string{`restrict_oom_score_adj = true`, `sandbox_image = "ghcr.io/nodemend/nodemend-pause:0.1.0"`, `SystemdCgroup = false`,
 		`root = "/var/lib/nodemend-node/containerd"`, `address = "/run/nodemend-node/containerd/containerd.sock"`} {
 		if !strings.Contains(cc, want) {
 			t.Errorf("containerd config lacks %s", want)

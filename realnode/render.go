@@ -46,7 +46,7 @@ func (l Layout) containerdConfig(pauseImage string) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.runtime.v1.linux", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
 [grpc]
   address = %q
@@ -63,6 +63,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.internal.v1.opt"]
   path = %q
+
+# The legacy v1 runtime (the tasks service needs it loaded) keeps its
+# state here instead of /run/containerd/runc.
+[plugins."io.containerd.runtime.v1.linux"]
+  runtime_root = %q
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
@@ -84,7 +89,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     conf_dir = %q
     max_conf_num = 1
 `, l.ContainerdRoot(), filepath.Join(l.Run, "containerd"), l.CRISocket(), l.CRISocket()+".ttrpc",
-		filepath.Join(l.Var, "containerd-opt"), pauseImage, filepath.Join(l.Run, "runc"), CNIBinDir, l.cniConfDir())
+		filepath.Join(l.Var, "containerd-opt"), filepath.Join(l.Run, "runc-v1"), pauseImage, filepath.Join(l.Run, "runc"), CNIBinDir, l.cniConfDir())
 }
 
 // cniConfig is the pod network: the bridge Start creates (with the

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -124,6 +126,9 @@ func (l Layout) removeSandboxes() error {
 	defer conn.Close()
 	rt := runtimeapi.NewRuntimeServiceClient(conn)
 	list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return nil // containerd without its CRI plugin never ran a pod
+	}
 	if err != nil {
 		return fmt.Errorf("listing pod sandboxes: %w", err)
 	}

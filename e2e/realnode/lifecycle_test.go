@@ -68,7 +68,7 @@ func testMendLogs(t *testing.T, n *node) {
 		t.Fatalf("kubectl mend logs: %v\n%s", err, b)
 	}
 	t.Logf("FIGURE kubectl mend logs (request → bundle downloaded through the kubelet's /logs/): %.1fs", time.Since(t0).Seconds())
-	bundles, _ := filepath.Glob(filepath.Join(out, "*.tar.gz"))
+	bundles, _ := filepath.Glob(filepath.Join(out, n.layout.NodeName, "*.tar.gz"))
 	if len(bundles) != 1 {
 		t.Fatalf("want one bundle in %s, have %v; output:\n%s", out, bundles, b)
 	}

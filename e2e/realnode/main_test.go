@@ -36,7 +36,7 @@ const scenarioValues = `agent:
     monitors:
       kernel: {checkInterval: 5s}
       containerRuntime: {checkInterval: 2s}
-      networking: {checkInterval: 2s}
+      networking: {checkInterval: 2s, probeTimeout: 1s}
     reasons:
       ForkFailedOutOfPIDs: {quietPeriod: 20s}
 controller:
