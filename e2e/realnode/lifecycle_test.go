@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"nodemend.dev/nodemend/realnode"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
+	"nodemend.dev/nodemend/realnode"
 )
 
 func execOut(name string, args ...string) (string, error) {

@@ -24,8 +24,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"nodemend.dev/nodemend/realnode"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
+	"nodemend.dev/nodemend/realnode"
 )
 
 // scenarioValues shorten the agent's check intervals and the log-derived
