@@ -240,6 +240,13 @@ spec:
 				}
 			}
 		}
+		if nodeGone.IsZero() {
+			for _, p := range n.pods(ctx, t, realnode.Namespace, "app.kubernetes.io/name=nodemend-controller") {
+				if p.DeletionTimestamp != nil {
+					n.controllersEvicted = true
+				}
+			}
+		}
 		left := 0
 		for _, p := range n.pods(ctx, t, ns, "app=e2e-workload") {
 			if len(p.Status.ContainerStatuses) > 0 && containers[p.Status.ContainerStatuses[0].ContainerID] && p.DeletionTimestamp == nil {
@@ -273,6 +280,11 @@ spec:
 	}
 	if evictedEarly {
 		t.Errorf("both workload pods left within 20s: the PodDisruptionBudget did not hold the second until the drain deadline")
+	}
+	// The controller's replicas tolerate the repair taint: they were not
+	// drained, and ran until the hand-over (they go with the Node).
+	if n.controllersEvicted {
+		t.Error("the drain evicted a nodemend-controller replica (it tolerates the repair taint and must stay until the hand-over)")
 	}
 	// The kubelet stopped the workload's containers for real.
 	if left := n.runningContainers(t, containers); len(left) > 0 {

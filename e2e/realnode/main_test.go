@@ -28,17 +28,26 @@ import (
 	"nodemend.dev/nodemend/realnode"
 )
 
-// scenarioValues shorten the agent's check intervals and the log-derived
-// quiet period, so each scenario takes seconds; the first minute runs on
-// the chart's defaults (the idle resource figures are measured there).
+// startValues are installed with the chart: the kernel scenario's reason
+// recovers 20s after its line instead of 45m. The agent replays the last
+// 10 minutes of /dev/kmsg when it starts, so a run soon after another sees
+// that run's line again: with this quiet period it has long lapsed, and the
+// line each run writes is unique to it.
+const startValues = `agent:
+  config:
+    reasons:
+      ForkFailedOutOfPIDs: {quietPeriod: 20s}
+`
+
+// scenarioValues shorten the agent's check intervals so each scenario
+// takes seconds; the first minute runs on the chart's default intervals
+// (the idle resource figures are measured there).
 const scenarioValues = `agent:
   config:
     monitors:
       kernel: {checkInterval: 5s}
       containerRuntime: {checkInterval: 2s}
       networking: {checkInterval: 2s, probeTimeout: 1s}
-    reasons:
-      ForkFailedOutOfPIDs: {quietPeriod: 20s}
 controller:
   drainPollInterval: 1s
   recheckInterval: 5s
@@ -50,6 +59,8 @@ type node struct {
 	client kubernetes.Interface
 	before realnode.Trace
 	repo   string
+	// controllersEvicted: the repair's drain deleted a controller replica.
+	controllersEvicted bool
 }
 
 func TestRealNode(t *testing.T) {
@@ -120,8 +131,12 @@ func (n *node) scriptEnv(ctx context.Context, env []string, args ...string) (str
 func testStart(t *testing.T, n *node) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	vf := filepath.Join(t.TempDir(), "start-values.yaml")
+	if err := os.WriteFile(vf, []byte(startValues), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now()
-	out, err := n.script(ctx, "start")
+	out, err := n.script(ctx, "start", "--values", vf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,11 +65,29 @@ type DrainResult struct {
 
 // Drainer runs drain passes with kubectl's drain library: its pod filters
 // (DaemonSet and mirror pods stay; pods with emptyDir and unmanaged pods go,
-// since the node is being replaced) and its eviction and deletion calls. Its
+// since the node is being replaced; pods that tolerate the repair taint by
+// its key stay, see StaysThroughRepair) and its eviction and deletion calls. Its
 // waiting loops are not used: a pass never blocks, the reconciler comes back
 // on its own clock, and the deadline is checked against that clock.
 type Drainer struct {
 	Client kubernetes.Interface
+}
+
+// StaysThroughRepair reports a pod that tolerates the repair taint by its
+// key (nodemend.dev/repair): it is not drained and leaves with the node
+// after the hand-over to the backend. nodemend-controller's own replicas
+// tolerate it (the chart's default): a controller that evicted itself from
+// the node it repairs — every replica, where they share that node — would
+// leave the repair stalled mid-drain with nobody to finish it. A wildcard
+// toleration (operator Exists without a key) does not count: it says
+// nothing about repairs.
+func StaysThroughRepair(p *corev1.Pod) bool {
+	for _, t := range p.Spec.Tolerations {
+		if t.Key == TaintKey && (t.Operator == corev1.TolerationOpExists || t.Operator == "" || t.Operator == corev1.TolerationOpEqual) {
+			return true
+		}
+	}
+	return false
 }
 
 // Pass lists the node's pods, evicts or deletes as PlanDrain says, and
@@ -85,6 +103,12 @@ func (d Drainer) Pass(ctx context.Context, nodeName string, mode v1alpha1.DrainM
 		IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData:  true,
 		GracePeriodSeconds:  -1, // the pod's own grace period
+		AdditionalFilters: []drain.PodFilter{func(p corev1.Pod) drain.PodDeleteStatus {
+			if StaysThroughRepair(&p) {
+				return drain.MakePodDeleteStatusSkip()
+			}
+			return drain.MakePodDeleteStatusOkay()
+		}},
 		Out:                 io.Discard,
 		ErrOut:              io.Discard,
 	}
