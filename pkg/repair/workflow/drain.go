@@ -109,8 +109,8 @@ func (d Drainer) Pass(ctx context.Context, nodeName string, mode v1alpha1.DrainM
 			}
 			return drain.MakePodDeleteStatusOkay()
 		}},
-		Out:                 io.Discard,
-		ErrOut:              io.Discard,
+		Out:    io.Discard,
+		ErrOut: io.Discard,
 	}
 	list, errs := h.GetPodsForDeletion(nodeName)
 	if len(errs) > 0 {
