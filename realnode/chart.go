@@ -30,9 +30,15 @@ func splitRef(ref string) (registry, repository, tag string, err error) {
 	return ref[:i], ref[i+1 : j], ref[j+1:], nil
 }
 
+// RebootHook is the host file the agent's reboot mechanism touches on this
+// node instead of rebooting: the node is the machine it runs on, so every
+// setting that would let the agent act on its host beyond reading it points
+// at a hook here (accelerator resets are off).
+const RebootHook = "/var/log/nodemend/real-node-reboot-hook"
+
 // chartValues are the values this node needs: the local images (never
-// pulled: there is no registry), and the node's own paths and ports where
-// they differ from a stock node's.
+// pulled: there is no registry), the node's own paths and ports where
+// they differ from a stock node's, and the reboot hook.
 func (l Layout) chartValues(imgs Images) (string, error) {
 	areg, arepo, atag, err := splitRef(imgs.Agent)
 	if err != nil {
@@ -59,9 +65,13 @@ agent:
         kubeProxyHealthz: 127.0.0.1:%d
       storage:
         filesystems: [/, %s, %s]
+  remediation:
+    reboot: command
+    rebootCommand: [/usr/bin/touch, /host%s]
+    acceleratorReset: false
 controller:
   image: {repository: %s, tag: %q}
-`, l.NodeName, areg, arepo, atag, l.CRISocket(), l.Ports.ProxyHealthz, l.KubeletRoot(), l.ContainerdRoot(), crepo, ctag), nil
+`, l.NodeName, areg, arepo, atag, l.CRISocket(), l.Ports.ProxyHealthz, l.KubeletRoot(), l.ContainerdRoot(), RebootHook, crepo, ctag), nil
 }
 
 // installChart installs deploy/helm/nodemend as docs/install.md says —

@@ -48,9 +48,11 @@ func kubeletTunables() []string {
 // fixedHostPaths are the paths outside Var and Run that the components
 // create and that cannot be moved: the kubelet's container log links,
 // containerd's shim sockets (/run/containerd/s) and network namespaces,
-// libcni's result cache, and the chart's agent hostPath directories.
+// libcni's result cache, the kubelet's device-plugin socket directory
+// (/var/lib/kubelet/device-plugins, fixed whatever --root-dir says), and the
+// chart's agent hostPath directories.
 func fixedHostPaths() []string {
-	return []string{"/var/log/containers", "/run/containerd", "/run/netns", "/var/lib/cni",
+	return []string{"/var/log/containers", "/run/containerd", "/run/netns", "/var/lib/cni", "/var/lib/kubelet",
 		"/var/lib/nodemend", "/var/log/nodemend"}
 }
 

@@ -256,8 +256,13 @@ func TestFindImages(t *testing.T) {
 			PullPolicy string `json:"pullPolicy"`
 		}
 		Agent struct {
-			Image  struct{ Repository, Tag string }
-			Config map[string]any `json:"config"`
+			Image       struct{ Repository, Tag string }
+			Config      map[string]any `json:"config"`
+			Remediation struct {
+				Reboot           string   `json:"reboot"`
+				RebootCommand    []string `json:"rebootCommand"`
+				AcceleratorReset *bool    `json:"acceleratorReset"`
+			}
 		}
 		Controller struct {
 			Image struct{ Repository, Tag string }
@@ -268,6 +273,12 @@ func TestFindImages(t *testing.T) {
 	}
 	if values.Image.Registry != "ghcr.io/nodemend" || values.Image.PullPolicy != "Never" || values.Agent.Image.Repository != "nodemend-agent" || values.Agent.Image.Tag != "0.1.0" || values.Controller.Image.Repository != "nodemend-controller" {
 		t.Errorf("values %+v", values)
+	}
+	// The node is this machine: a reboot order touches the hook, never
+	// reboots it, and GPUs are never reset.
+	if r := values.Agent.Remediation; r.Reboot != "command" || strings.Join(r.RebootCommand, " ") != "/usr/bin/touch /host"+RebootHook ||
+		r.AcceleratorReset == nil || *r.AcceleratorReset {
+		t.Errorf("remediation values %+v: want the reboot hook and no accelerator reset", r)
 	}
 
 	if err := os.Remove(filepath.Join(dir, "pause.tar")); err != nil {

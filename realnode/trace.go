@@ -71,7 +71,7 @@ func TakeTrace() (Trace, error) {
 		}
 	}
 	paths := append(fixedHostPaths(), "/var/lib/nodemend-node", "/run/nodemend-node", "/opt/containerd",
-		"/usr/libexec/kubernetes", "/etc/kubernetes", "/var/lib/kubelet", "/var/lib/containerd", "/var/log/pods", "/etc/cni")
+		"/usr/libexec/kubernetes", "/etc/kubernetes", "/var/lib/containerd", "/var/log/pods", "/etc/cni")
 	for _, p := range paths {
 		if _, err := os.Lstat(p); err == nil {
 			t.Sections["paths"] = append(t.Sections["paths"], p)

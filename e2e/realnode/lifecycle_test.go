@@ -428,3 +428,64 @@ func testBadInput(t *testing.T, n *node) {
 		check(t, []string{"PATH=" + dir}, "missing containerd", "apt-get install containerd")
 	})
 }
+
+var remediationGVR = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderemediations"}
+
+// testRebootHook orders the agent to reboot its node, as the controller's
+// ladder does: the node is this machine, so the chart values start installs
+// point the reboot mechanism at a hook (realnode.RebootHook), which must be
+// what runs — and the machine's boot must not change.
+func testRebootHook(t *testing.T, n *node) {
+	ctx := context.Background()
+	if _, err := os.Stat(realnode.RebootHook); err == nil {
+		t.Fatalf("%s exists before any order", realnode.RebootHook)
+	}
+	args := strings.Join(n.agentPod(ctx, t).Spec.Containers[0].Args, " ")
+	for _, want := range []string{"--reboot-mechanism=command", "--reboot-command=/usr/bin/touch,/host" + realnode.RebootHook, "--accelerator-reset=false"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the agent runs without %s: %s", want, args)
+		}
+	}
+	nd, err := n.client.CoreV1().Nodes().Get(ctx, n.layout.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := nd.Status.NodeInfo.BootID
+	cfg, err := clientcmd.BuildConfigFromFlags("", n.layout.Admin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
+		"metadata": map[string]any{"name": "e2e-reboot-hook"},
+		"spec": map[string]any{"nodeName": n.layout.NodeName, "action": "Reboot", "bootID": boot,
+			"reason": "e2e: the reboot mechanism points at the hook", "activeDeadlineSeconds": int64(120)},
+	}}
+	t0 := time.Now()
+	if _, err := dyn.Resource(remediationGVR).Create(ctx, order, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(remediationGVR).Delete(context.Background(), "e2e-reboot-hook", metav1.DeleteOptions{})
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(realnode.RebootHook); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			got, _ := dyn.Resource(remediationGVR).Get(ctx, "e2e-reboot-hook", metav1.GetOptions{})
+			status, _, _ := unstructured.NestedMap(got.Object, "status")
+			t.Fatalf("the reboot hook did not run in 1m; the order's status: %v", status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("FIGURE reboot order → hook ran: %.1fs", time.Since(t0).Seconds())
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err != nil || strings.TrimSpace(string(b)) != boot {
+		t.Errorf("the machine's boot changed (%q, was %q): %v", b, boot, err)
+	}
+}

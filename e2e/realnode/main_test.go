@@ -95,6 +95,7 @@ func TestRealNode(t *testing.T) {
 		{"kernel line in /dev/kmsg turns KernelReady False and it recovers", testKmsg},
 		{"containerd stopped and started again", testRuntimeRestart},
 		{"kubectl mend logs through the real kubelet", testMendLogs},
+		{"a reboot order runs the test hook, not a reboot", testRebootHook},
 		{"repair of the live node", testRepair},
 		{"stop leaves no trace", testStopLeavesNoTrace},
 		{"second start", testSecondStart},
