@@ -199,14 +199,7 @@ spec:
 	if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", n.layout.Admin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := n.dynamic(t)
 	if _, err := dyn.Resource(repairPolicyGVR).Create(ctx, &u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -451,14 +444,7 @@ func testRebootHook(t *testing.T, n *node) {
 		t.Fatal(err)
 	}
 	boot := nd.Status.NodeInfo.BootID
-	cfg, err := clientcmd.BuildConfigFromFlags("", n.layout.Admin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := n.dynamic(t)
 	order := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
 		"metadata": map[string]any{"name": "e2e-reboot-hook"},
@@ -488,4 +474,18 @@ func testRebootHook(t *testing.T, n *node) {
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err != nil || strings.TrimSpace(string(b)) != boot {
 		t.Errorf("the machine's boot changed (%q, was %q): %v", b, boot, err)
 	}
+}
+
+// dynamic is a client for nodemend's custom resources, as the admin.
+func (n *node) dynamic(t *testing.T) dynamic.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", n.layout.Admin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
 }
