@@ -234,17 +234,16 @@ func testNoLostWrites(t *testing.T, n *node) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	var seen []snapshot
+	// The Node the watch starts from is the first snapshot: the first
+	// event may already be a flip (the agent wrote before the kubelet), and
+	// a flip is judged against the object before it.
+	seen := []snapshot{snapshotOf(nd)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
 			if nd, ok := ev.Object.(*corev1.Node); ok && ev.Type == watch.Modified {
-				s := snapshot{rv: nd.ResourceVersion, conds: map[corev1.NodeConditionType]corev1.NodeCondition{}}
-				for _, c := range nd.Status.Conditions {
-					s.conds[c.Type] = c
-				}
-				seen = append(seen, s)
+				seen = append(seen, snapshotOf(nd))
 			}
 		}
 	}()
@@ -322,6 +321,14 @@ func testNoLostWrites(t *testing.T, n *node) {
 }
 
 // changed reports whether any of the conditions moved between snapshots.
+func snapshotOf(nd *corev1.Node) snapshot {
+	s := snapshot{rv: nd.ResourceVersion, conds: map[corev1.NodeConditionType]corev1.NodeCondition{}}
+	for _, c := range nd.Status.Conditions {
+		s.conds[c.Type] = c
+	}
+	return s
+}
+
 func changed(a, b snapshot, types []corev1.NodeConditionType) bool {
 	for _, ct := range types {
 		x, y := a.conds[ct], b.conds[ct]
