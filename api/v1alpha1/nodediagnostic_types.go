@@ -62,8 +62,9 @@ type NodeDiagnosticSpec struct {
 	// +optional
 	LogCapture *LogCaptureSpec `json:"logCapture,omitempty"`
 
-	// PacketCapture records packets on one interface and uploads the capture
-	// in chunks as they close.
+	// PacketCapture records packets on one interface into gzip-compressed
+	// pcap files, kept on the node (destination node) or uploaded in chunks
+	// as they close (uploadURLs).
 	// +optional
 	PacketCapture *PacketCaptureSpec `json:"packetCapture,omitempty"`
 
@@ -111,8 +112,9 @@ func DefaultGPUDiagnosticTimeout(level int32) time.Duration {
 	return 10 * time.Minute
 }
 
-// DestinationNode keeps a bundle on the node, under /var/log/nodemend/, where
-// the kubelet's /logs/ endpoint serves it through the API server's node proxy.
+// DestinationNode keeps a bundle or a packet capture on the node, under
+// /var/log/nodemend/, where the kubelet's /logs/ endpoint serves it through
+// the API server's node proxy.
 const DestinationNode = "node"
 
 // LogCaptureSpec configures a diagnostic bundle.
@@ -184,9 +186,16 @@ func AllLogCategories() []LogCategory {
 		CategoryNetworking, CategoryStorage, CategoryAccelerators, CategoryNodemend}
 }
 
-// PacketCaptureSpec configures a packet capture.
+// PacketCaptureSpec configures a packet capture. Every file it produces is
+// one gzip-compressed pcap stream (.pcap.gz), which Wireshark and tshark
+// open as it is and tcpdump reads from zcat.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.destination) != has(self.uploadURLs)",message="packetCapture needs destination: node or uploadURLs, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.destination) || !has(self.chunkSize)",message="chunkSize applies to uploadURLs only: a capture kept on the node is one file"
 type PacketCaptureSpec struct {
-	// Interface is a network interface name, or "any".
+	// Interface is a network interface name, or "any". The agent refuses a
+	// name that is not a network interface of the node (so no D-Bus, USB or
+	// netfilter-queue capture, which libpcap would also offer).
 	//
 	// +required
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.:@-]{0,14}$`
@@ -208,8 +217,21 @@ type PacketCaptureSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="duration must be between 1s and 1h"
 	Duration metav1.Duration `json:"duration"`
 
-	// ChunkSize is the size of each capture file; a chunk is uploaded as soon
-	// as it closes and then deleted from the node. Default: 64Mi.
+	// Destination "node" keeps the capture on the node as one .pcap.gz file
+	// under /var/log/nodemend/ for 10 minutes, downloaded through
+	// /api/v1/nodes/<node>/proxy/logs/nodemend/<file> like a log bundle
+	// (kubectl mend capture does this). The file is capped by the agent's
+	// capture disk budget (512 MiB by default); the capture stops early,
+	// truncated, when it fills or when the node's disk is 90% full.
+	// Exactly one of destination and uploadURLs is set.
+	//
+	// +optional
+	// +kubebuilder:validation:Enum=node
+	Destination string `json:"destination,omitempty"`
+
+	// ChunkSize is the compressed size at which a chunk for uploadURLs
+	// closes (at the next packet boundary); a chunk is uploaded as soon as
+	// it closes and then deleted from the node. Default: 64Mi.
 	//
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="chunkSize must be between 1Mi and 1Gi"
@@ -218,12 +240,13 @@ type PacketCaptureSpec struct {
 	// UploadURLs receive the chunks by PUT, in order: chunk i goes to
 	// uploadURLs[i] (pre-signed URLs are signed per object, so every chunk
 	// needs its own). The capture stops early when every URL has been used.
+	// Exactly one of destination and uploadURLs is set.
 	//
-	// +required
+	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
-	UploadURLs []UploadURL `json:"uploadURLs"`
+	UploadURLs []UploadURL `json:"uploadURLs,omitempty"`
 }
 
 // UploadURL is an https:// URL that accepts a PUT.
@@ -309,18 +332,26 @@ type CaptureStatus struct {
 	// +optional
 	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
 
-	// FileName is the bundle's name under /var/log/nodemend/ on the node
-	// (destination node only). It becomes a path on the node's proxy and in
-	// the user's output directory, so it is a plain file name: no path
-	// separators, no "..".
+	// FileName is the bundle's, the packet capture's or the GPU diagnostic's
+	// name under /var/log/nodemend/ on the node (destination node only). It
+	// becomes a path on the node's proxy and in the user's output directory,
+	// so it is a plain file name: no path separators, no "..".
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][A-Za-z0-9._-]*$') && !self.contains('..')",message="fileName must be a plain file name: letters, digits, '.', '_' and '-', no path separators, no '..'"
 	FileName string `json:"fileName,omitempty"`
 
-	// SizeBytes is the size of the bundle, or the bytes of packets uploaded.
+	// SizeBytes is the size of the bundle; for a packet capture, the
+	// compressed bytes written so far (destination node) or uploaded.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
+
+	// Packets and CapturedBytes count what a packet capture recorded so
+	// far: packets, and their captured bytes before compression.
+	// +optional
+	Packets int64 `json:"packets,omitempty"`
+	// +optional
+	CapturedBytes int64 `json:"capturedBytes,omitempty"`
 
 	// Truncated is set when the size cap cut the bundle or capture short.
 	// +optional

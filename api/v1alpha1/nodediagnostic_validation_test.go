@@ -117,7 +117,13 @@ func TestAdmission(t *testing.T) {
 		{"interface too long", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Interface = "abcdefghijklmnop" }), "spec.packetCapture.interface"},
 		{"filter as option", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Filter = "-w /etc/cron.d/x" }), "filter must not start with '-'"},
 		{"filter with newline", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Filter = "tcp\nport 1" }), "filter must be printable ASCII"},
-		{"no upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = nil }), "spec.packetCapture.uploadURLs"},
+		{"no destination nor upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = nil }), "packetCapture needs destination: node or uploadURLs, not both"},
+		{"capture kept on the node", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs, p.Destination = nil, "node" }), ""},
+		{"node and upload URLs", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Destination = "node" }), "packetCapture needs destination: node or uploadURLs, not both"},
+		{"other capture destination", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs, p.Destination = nil, "s3" }), "Unsupported value"},
+		{"chunks of a capture kept on the node", packets(func(p *v1alpha1.PacketCaptureSpec) {
+			p.UploadURLs, p.Destination, p.ChunkSize = nil, "node", q("8Mi")
+		}), "chunkSize applies to uploadURLs only"},
 		{"http upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = []v1alpha1.UploadURL{"http://x.example.com/c"} }), "upload URLs must be https://"},
 		{"metadata upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) {
 			p.UploadURLs = []v1alpha1.UploadURL{"https://ok.example.com/0", "https://169.254.169.254/1"}

@@ -36,12 +36,18 @@ type janitor struct {
 	log       logr.Logger
 }
 
-// ours reports names diagnostics create: bundles, GPU diagnostic outputs,
-// partial files, spool and packet-capture directories.
+// ours reports names diagnostics create: delivered files, partial bundles,
+// spool and packet-capture directories.
 func ours(name string) bool {
-	return (strings.HasPrefix(name, BundlePrefix) && (strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, GPUDiagnosticSuffix))) ||
+	return delivered(name) ||
 		(strings.HasPrefix(name, "."+BundlePrefix) && strings.HasSuffix(name, partialSuffix)) ||
 		strings.HasPrefix(name, spoolPrefix) || strings.HasPrefix(name, pcapPrefix)
+}
+
+// delivered reports the finished files waiting for download: bundles,
+// packet captures and GPU diagnostic outputs. Everything else of ours is a running job's work.
+func delivered(name string) bool {
+	return strings.HasPrefix(name, BundlePrefix) && (strings.HasSuffix(name, BundleSuffix) || strings.HasSuffix(name, CaptureSuffix) || strings.HasSuffix(name, GPUDiagnosticSuffix))
 }
 
 // sweep deletes expired bundles. Working entries (partial bundles, spool
@@ -64,7 +70,7 @@ func (j *janitor) sweep(startup bool) {
 		if err != nil {
 			continue
 		}
-		working := !strings.HasSuffix(name, ".tar.gz")
+		working := !delivered(name)
 		switch {
 		case working && !startup:
 			continue

@@ -48,10 +48,16 @@ func TestJanitor(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, ".spool-nodediagnostic-c"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	write("nodediagnostic-p-20240612T100000Z.pcap.gz", 11*time.Minute) // a packet capture kept on the node, expired
+	write("nodediagnostic-q-20240612T102500Z.pcap.gz", 5*time.Minute)
+	if err := os.Mkdir(filepath.Join(dir, ".pcap-q-1"), 0o700); err != nil { // a dead capture's spool
+		t.Fatal(err)
+	}
 	write("agent.log", time.Hour) // not ours
+	write("capture.pcap.gz", time.Hour)
 	j := &janitor{dir: dir, retention: 10 * time.Minute, clock: clk, log: testr.New(t)}
 	j.sweep(true)
-	want := []string{"agent.log", "nodediagnostic-b-20240612T102500Z.tar.gz"}
+	want := []string{"agent.log", "capture.pcap.gz", "nodediagnostic-b-20240612T102500Z.tar.gz", "nodediagnostic-q-20240612T102500Z.pcap.gz"}
 	if got := entries(t, dir); !equal(got, want) {
 		t.Fatalf("after startup sweep: %v, want %v", got, want)
 	}
@@ -66,7 +72,7 @@ func TestJanitor(t *testing.T) {
 	}
 	clk.Step(6 * time.Minute) // b is now 11 minutes old
 	deadline := time.Now().Add(5 * time.Second)
-	want = []string{".nodediagnostic-d-20240612T103000Z.tar.gz.partial", "agent.log"}
+	want = []string{".nodediagnostic-d-20240612T103000Z.tar.gz.partial", "agent.log", "capture.pcap.gz"}
 	for !equal(entries(t, dir), want) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 6 more minutes: %v, want %v", entries(t, dir), want)

@@ -29,13 +29,23 @@ const DefaultSince = 24 * time.Hour
 // BundlePrefix starts every bundle's file name.
 const BundlePrefix = "nodediagnostic-"
 
+// BundleSuffix ends a bundle's file name.
+const BundleSuffix = ".tar.gz"
+
 // BundleFileName names the bundle of object name captured at t: unique per
 // capture, safe as a path element, at most 255 bytes.
 func BundleFileName(name string, t time.Time) string {
+	return diagnosticFileName(name, t, BundleSuffix)
+}
+
+// diagnosticFileName names what object name captured at t (a bundle, a
+// packet capture): the object's name is a DNS subdomain, so the whole is a
+// safe path element, at most 255 bytes.
+func diagnosticFileName(name string, t time.Time, suffix string) string {
 	if len(name) > 200 {
 		name = name[:200]
 	}
-	return BundlePrefix + name + "-" + t.UTC().Format("20060102T150405Z") + ".tar.gz"
+	return BundlePrefix + name + "-" + t.UTC().Format("20060102T150405Z") + suffix
 }
 
 // runLogCapture makes a bundle and delivers it. A cancelled capture (object

@@ -88,6 +88,13 @@ type Options struct {
 	Netlink collectors.Netlink
 	// Capturer defaults to tcpdump.
 	Capturer pcap.Capturer
+	// CheckInterface refuses a packet capture's interface that is not a
+	// network interface of the agent's network namespace (default); tests
+	// replace it.
+	CheckInterface func(name string) error
+	// DiskFull reports whether the file system of a directory is too full
+	// to go on capturing packets into (default: at least 90% used).
+	DiskFull func(dir string) (bool, error)
 	// Uploader defaults to one built from AllowUploadPrefixes.
 	Uploader *upload.Uploader
 	// Gatherer and EffectiveConfig feed the nodemend category.
@@ -177,6 +184,12 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.Capturer == nil {
 		opts.Capturer = &pcap.Tcpdump{Commands: opts.Commands}
+	}
+	if opts.CheckInterface == nil {
+		opts.CheckInterface = checkInterface
+	}
+	if opts.DiskFull == nil {
+		opts.DiskFull = diskFull
 	}
 	if opts.Collectors == nil {
 		opts.Collectors = collectors.For

@@ -1,14 +1,22 @@
-// Package pcap records packets into chunk files and hands each chunk over as
-// soon as it is closed. The capture itself is behind Capturer (tcpdump here;
-// an AF_PACKET implementation would fit the same interface); the chunk
-// logic (which file is complete, in which order, when to stop) is the same
-// for any of them and is tested with scripted captures.
+// Package pcap records packets into gzip-compressed pcap chunk files and
+// hands each chunk over as soon as it is complete. The capture itself is
+// behind Capturer (tcpdump writing one pcap stream to a pipe here; an
+// AF_PACKET implementation would fit the same interface); the Chunker
+// compresses and rotates that stream, and Follow hands complete chunks
+// over in order and decides when to stop, the same for any capturer.
+//
+// Why one gzip file per chunk (.pcap.gz), not a tar.gz of rotated files:
+// every chunk is a capture file of its own that Wireshark, tshark, editcap
+// and mergecap open without unpacking, that `zcat f.pcap.gz | tcpdump -r -`
+// reads, and that can be uploaded the moment it closes; a tar of several
+// files opens in no capture tool and is only complete at the end.
 package pcap
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,8 +37,11 @@ type Spec struct {
 	Filter    string
 	// Dir receives the chunk files (created 0700 by the caller).
 	Dir string
-	// ChunkBytes is the size at which a chunk is closed.
+	// ChunkBytes is the compressed size at which a chunk is closed.
 	ChunkBytes int64
+	// MaxChunks ends the capture once that many chunks are complete
+	// (Stats().Full); 0 means no limit.
+	MaxChunks int
 }
 
 // Validate checks what the CRD already checks at admission, again: the
@@ -47,8 +58,11 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("invalid filter: only printable ASCII is allowed")
 		}
 	}
-	if s.ChunkBytes < 1<<20 || s.ChunkBytes > 1<<30 {
-		return fmt.Errorf("chunk size %d out of [1Mi, 1Gi]", s.ChunkBytes)
+	if s.ChunkBytes < 1<<20 || s.ChunkBytes > 4<<30 {
+		return fmt.Errorf("chunk size %d out of [1Mi, 4Gi]", s.ChunkBytes)
+	}
+	if s.MaxChunks < 0 {
+		return fmt.Errorf("negative chunk limit %d", s.MaxChunks)
 	}
 	if !filepath.IsAbs(s.Dir) {
 		return fmt.Errorf("capture directory %q is not absolute", s.Dir)
@@ -65,34 +79,33 @@ type Capturer interface {
 
 // Capture is a running capture.
 type Capture interface {
-	// Chunks lists the chunk files written so far, in order. The last one
-	// may still be written to while Done is open.
+	// Chunks lists the complete chunk files, in order.
 	Chunks() ([]string, error)
-	// Done is closed when the capture has ended; Err then says why (nil for
-	// a capture stopped by its context).
+	// Done is closed when the capture has ended and its last chunk is
+	// complete; Err then says why it ended (nil for a capture stopped by
+	// its context or by MaxChunks).
 	Done() <-chan struct{}
 	Err() error
+	// Stats is what was captured so far.
+	Stats() Stats
 }
 
 // Tcpdump captures with tcpdump, started directly (no shell) with validated
-// arguments.
+// arguments, writing one pcap stream to a pipe that a Chunker compresses.
 type Tcpdump struct {
 	Commands command.Runner
 }
 
-// chunkBase is the name tcpdump is given; it appends 1, 2, ... to the next
-// chunks (-C).
-const chunkBase = "capture.pcap"
-
 // TcpdumpArgs are the arguments for spec: numeric output (no DNS lookups
-// from the capture), packet-buffered writes so that closed chunks are
-// complete, root kept (the output directory is root's), rotation at the
-// chunk size (tcpdump counts in units of 1,000,000 bytes). The filter is
-// one argument after "--", so it can never be read as an option.
+// from the capture), packet-buffered writes (each packet reaches the pipe
+// when it is captured), the whole packet (-s 0: 262144 bytes at most),
+// the pcap stream on standard output. "-Z root" keeps tcpdump from
+// switching to its own user, which an agent image need not have (Debian's
+// tcpdump defaults to the user "tcpdump"); writing to an inherited pipe
+// needs no privilege either way. The filter is one argument after "--",
+// so it can never be read as an option.
 func TcpdumpArgs(s Spec) []string {
-	mb := (s.ChunkBytes + 999_999) / 1_000_000
-	args := []string{"-i", s.Interface, "-n", "-U", "-Z", "root", "-s", "0", "-C", strconv.FormatInt(mb, 10),
-		"-w", filepath.Join(s.Dir, chunkBase)}
+	args := []string{"-i", s.Interface, "-n", "-U", "-Z", "root", "-s", "0", "-w", "-"}
 	if s.Filter != "" {
 		args = append(args, "--", s.Filter)
 	}
@@ -107,61 +120,103 @@ func (t *Tcpdump) Start(ctx context.Context, s Spec) (Capture, error) {
 	if _, err := t.Commands.LookPath("tcpdump"); err != nil {
 		return nil, fmt.Errorf("tcpdump is not installed on this node's agent: %w", err)
 	}
-	c := &dirCapture{dir: s.Dir, done: make(chan struct{})}
-	go func() {
-		var stdout strings.Builder
-		err := t.Commands.Run(ctx, "tcpdump", TcpdumpArgs(s), &limited{&stdout, 4096})
+	ctx, stop := context.WithCancel(ctx)
+	return StartStream(s, func(stdout io.Writer) error {
+		defer stop()
+		err := t.Commands.Run(ctx, "tcpdump", TcpdumpArgs(s), stdout)
 		if ctx.Err() != nil {
 			err = nil // stopped on purpose
 		}
-		c.finish(err)
+		return err
+	}, stop), nil
+}
+
+// StartStream runs produce, which writes one pcap stream to its writer
+// and returns when the capture ends, and compresses that stream into
+// chunks. stop must make produce return (the chunk limit was reached, or
+// the stream is unusable).
+func StartStream(s Spec, produce func(io.Writer) error, stop func()) Capture {
+	c := &streamCapture{chunker: &Chunker{Dir: s.Dir, ChunkBytes: s.ChunkBytes, MaxChunks: s.MaxChunks}, done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	copied := make(chan error, 1)
+	go func() {
+		err := c.chunker.Copy(pr)
+		if err != nil {
+			stop()
+		}
+		// Unblock the producer whatever happened to the chunks: a
+		// producer blocked on a full pipe must see the end too.
+		_ = pr.CloseWithError(errStreamClosed)
+		_, _ = io.Copy(io.Discard, pr)
+		copied <- err
 	}()
-	return c, nil
+	go func() {
+		perr := produce(pw)
+		_ = pw.Close()
+		cerr := <-copied
+		switch {
+		case errors.Is(cerr, ErrFull):
+			cerr = nil
+		case perr != nil:
+			cerr = perr // the capture's own failure explains the stream's
+		}
+		c.finish(cerr)
+	}()
+	return c
 }
 
-// dirCapture lists tcpdump's chunk files.
-type dirCapture struct {
-	dir  string
-	done chan struct{}
-	mu   sync.Mutex
-	err  error
+var errStreamClosed = errors.New("the capture stream was closed")
+
+// streamCapture is a capture compressed by a Chunker.
+type streamCapture struct {
+	chunker *Chunker
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error
 }
 
-func (c *dirCapture) finish(err error) {
+func (c *streamCapture) finish(err error) {
 	c.mu.Lock()
 	c.err = err
 	c.mu.Unlock()
 	close(c.done)
 }
 
-func (c *dirCapture) Done() <-chan struct{} { return c.done }
+func (c *streamCapture) Done() <-chan struct{} { return c.done }
 
-func (c *dirCapture) Err() error {
+func (c *streamCapture) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
-func (c *dirCapture) Chunks() ([]string, error) { return ListChunks(c.dir) }
+func (c *streamCapture) Chunks() ([]string, error) { return ListChunks(c.chunker.Dir) }
 
-// ChunkIndex returns the position of a tcpdump chunk file name:
-// "capture.pcap" 0, "capture.pcap1" 1, ...
+func (c *streamCapture) Stats() Stats { return c.chunker.Stats() }
+
+// Chunk file names: capture-00000.pcap.gz, capture-00001.pcap.gz, ...;
+// the chunk being written carries partSuffix.
+const (
+	chunkPrefix = "capture-"
+	chunkSuffix = ".pcap.gz"
+	partSuffix  = ".part"
+)
+
+// ChunkIndex returns the position of a complete chunk's file name.
 func ChunkIndex(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, chunkBase)
+	rest, ok := strings.CutPrefix(name, chunkPrefix)
 	if !ok {
 		return 0, false
 	}
-	if rest == "" {
-		return 0, true
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n <= 0 {
+	digits, ok := strings.CutSuffix(rest, chunkSuffix)
+	if !ok || len(digits) < 5 || len(digits) > 9 || strings.Trim(digits, "0123456789") != "" {
 		return 0, false
 	}
-	return n, true
+	n, _ := strconv.Atoi(digits)
+	return n, ChunkName(n) == name
 }
 
-// ListChunks lists the chunk files of dir in order.
+// ListChunks lists the complete chunk files of dir in order.
 func ListChunks(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -185,33 +240,16 @@ func ListChunks(dir string) ([]string, error) {
 	return out, nil
 }
 
-// ChunkName is the file name of chunk i (for scripted captures).
-func ChunkName(i int) string {
-	if i == 0 {
-		return chunkBase
-	}
-	return chunkBase + strconv.Itoa(i)
-}
+// ChunkName is the file name of complete chunk i.
+func ChunkName(i int) string { return fmt.Sprintf("%s%05d%s", chunkPrefix, i, chunkSuffix) }
 
-type limited struct {
-	b *strings.Builder
-	n int
-}
-
-func (l *limited) Write(p []byte) (int, error) {
-	if room := l.n - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-// Follow hands over each chunk once it is complete: chunk i is complete when
-// chunk i+1 exists, and the last one when the capture is done. It stops the
-// capture (through stop) once maxChunks chunks were handed over, or when
-// more than maxPending complete chunks wait for onChunk (uploads that do not
-// keep up must not fill the disk). onChunk runs on Follow's goroutine, in
-// order; an error from it stops everything. Follow returns when the capture
-// is done and every complete chunk was handed over.
+// Follow hands over each chunk once it is complete, in order, until the
+// capture is done. It stops the capture (through stop) once maxChunks
+// chunks were handed over, or when more than maxPending complete chunks
+// wait for onChunk (uploads that do not keep up must not fill the disk).
+// onChunk runs on Follow's goroutine; an error from it stops everything.
+// Follow returns when the capture is done and every complete chunk was
+// handed over.
 func Follow(ctx context.Context, c Capture, clk clock.Clock, poll time.Duration, maxChunks, maxPending int, stop func(reason string),
 	onChunk func(i int, path string) error) error {
 	next := 0
@@ -231,35 +269,36 @@ func Follow(ctx context.Context, c Capture, clk clock.Clock, poll time.Duration,
 			return ctx.Err()
 		case <-clk.After(poll):
 		}
-		chunks, err := c.Chunks()
+		listed, err := c.Chunks()
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			stopOnce("listing chunks failed")
 			return err
 		}
-		complete := len(chunks)
-		if !done && complete > 0 {
-			complete-- // the newest is still being written
-		}
-		if !done && complete-next > maxPending {
-			stopOnce(fmt.Sprintf("uploads do not keep up: %d chunks wait", complete-next))
-		}
-		for next < complete {
-			if next >= maxChunks {
-				stopOnce(fmt.Sprintf("all %d upload URLs used", maxChunks))
-				// Chunks past the last URL are not uploaded.
-				for _, extra := range chunks[next:] {
-					_ = os.Remove(extra)
-				}
-				break
+		// By index, not position: onChunk may delete what it was given.
+		var waiting []string
+		for _, path := range listed {
+			if i, ok := ChunkIndex(filepath.Base(path)); ok && i >= next {
+				waiting = append(waiting, path)
 			}
-			if err := onChunk(next, chunks[next]); err != nil {
+		}
+		if !done && len(waiting) > maxPending {
+			stopOnce(fmt.Sprintf("uploads do not keep up: %d chunks wait", len(waiting)))
+		}
+		for _, path := range waiting {
+			i, _ := ChunkIndex(filepath.Base(path))
+			if i >= maxChunks {
+				stopOnce(fmt.Sprintf("all %d upload URLs used", maxChunks))
+				_ = os.Remove(path) // chunks past the last URL are not uploaded
+				continue
+			}
+			if i != next {
+				break // chunks complete in order: this one's turn has not come
+			}
+			if err := onChunk(next, path); err != nil {
 				stopOnce("a chunk could not be delivered")
 				return err
 			}
 			next++
-		}
-		if !done && len(chunks) > maxChunks {
-			stopOnce(fmt.Sprintf("all %d upload URLs used", maxChunks))
 		}
 		if done {
 			return c.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/internal/testsupport/pcaptest"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
@@ -24,13 +26,13 @@ func TestTcpdumpArgs(t *testing.T) {
 		want []string
 	}{
 		{Spec{Interface: "eth0", Dir: "/d", ChunkBytes: 64 << 20},
-			[]string{"-i", "eth0", "-n", "-U", "-Z", "root", "-s", "0", "-C", "68", "-w", "/d/capture.pcap"}},
+			[]string{"-i", "eth0", "-n", "-U", "-Z", "root", "-s", "0", "-w", "-"}},
 		{Spec{Interface: "any", Filter: "tcp port 443 and not host 10.0.0.1", Dir: "/d", ChunkBytes: 1 << 20},
-			[]string{"-i", "any", "-n", "-U", "-Z", "root", "-s", "0", "-C", "2", "-w", "/d/capture.pcap", "--", "tcp port 443 and not host 10.0.0.1"}},
+			[]string{"-i", "any", "-n", "-U", "-Z", "root", "-s", "0", "-w", "-", "--", "tcp port 443 and not host 10.0.0.1"}},
 		// A filter is always one argument after "--": never an option,
 		// never split or interpreted by a shell.
 		{Spec{Interface: "eth0", Filter: "port 53; rm -rf / $(id)", Dir: "/d", ChunkBytes: 1_000_000},
-			[]string{"-i", "eth0", "-n", "-U", "-Z", "root", "-s", "0", "-C", "1", "-w", "/d/capture.pcap", "--", "port 53; rm -rf / $(id)"}},
+			[]string{"-i", "eth0", "-n", "-U", "-Z", "root", "-s", "0", "-w", "-", "--", "port 53; rm -rf / $(id)"}},
 	}
 	for _, tc := range cases {
 		if got := TcpdumpArgs(tc.spec); !reflect.DeepEqual(got, tc.want) {
@@ -62,7 +64,8 @@ func TestValidate(t *testing.T) {
 
 func TestChunkNames(t *testing.T) {
 	dir := t.TempDir()
-	for _, n := range []string{"capture.pcap10", "capture.pcap", "capture.pcap2", "capture.pcap1", "other", "capture.pcapx"} {
+	for _, n := range []string{"capture-00010.pcap.gz", "capture-00000.pcap.gz", "capture-00002.pcap.gz", "capture-00001.pcap.gz",
+		"capture-00003.pcap.gz.part", "other", "capture-0001.pcap.gz", "capture-0000x.pcap.gz", "capture-00001.pcap"} {
 		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -75,17 +78,17 @@ func TestChunkNames(t *testing.T) {
 	for _, p := range got {
 		names = append(names, filepath.Base(p))
 	}
-	if want := []string{"capture.pcap", "capture.pcap1", "capture.pcap2", "capture.pcap10"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"capture-00000.pcap.gz", "capture-00001.pcap.gz", "capture-00002.pcap.gz", "capture-00010.pcap.gz"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("chunks %v, want %v", names, want)
 	}
-	for i := 0; i < 12; i++ {
+	for i := 0; i < 120_000; i += 997 {
 		if j, ok := ChunkIndex(ChunkName(i)); !ok || j != i {
 			t.Fatalf("ChunkIndex(ChunkName(%d)) = %d %v", i, j, ok)
 		}
 	}
 }
 
-// scripted is a capture whose chunk files the test writes.
+// scripted is a capture whose complete chunks the test writes.
 type scripted struct {
 	dir  string
 	done chan struct{}
@@ -95,10 +98,19 @@ type scripted struct {
 func (s *scripted) Chunks() ([]string, error) { return ListChunks(s.dir) }
 func (s *scripted) Done() <-chan struct{}     { return s.done }
 func (s *scripted) Err() error                { return s.err }
+func (s *scripted) Stats() Stats              { return Stats{} }
 
 func (s *scripted) write(t *testing.T, i int) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(s.dir, ChunkName(i)), []byte("chunk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writing leaves chunk i half written, as the Chunker does.
+func (s *scripted) writing(t *testing.T, i int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(s.dir, ChunkName(i)+partSuffix), []byte("chu"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -166,19 +178,42 @@ func (f *followRun) expect(t *testing.T, want ...int) {
 	}
 }
 
-// TestFollowHandsOverClosedChunks: a chunk goes when the next exists, the
-// last when the capture ends; in order.
+// TestFollowHandsOverClosedChunks: a chunk goes once complete (the one
+// still written is not listed), in order; the last when the capture ends.
 func TestFollowHandsOverClosedChunks(t *testing.T) {
 	f := follow(t, 10, 10, nil)
-	f.cap.write(t, 0)
+	f.cap.writing(t, 0)
 	f.tick(t)
 	f.expect(t) // chunk 0 is still being written
+	f.cap.write(t, 0)
 	f.cap.write(t, 1)
-	f.cap.write(t, 2)
+	f.cap.writing(t, 2)
 	f.tick(t)
 	f.expect(t, 0, 1)
+	f.cap.write(t, 2)
 	close(f.cap.done)
 	f.expect(t, 2)
+	if err := <-f.result; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFollowAfterDeletes: chunks are handed over by their index, also
+// when onChunk deletes each one (as uploads do), over several polls.
+func TestFollowAfterDeletes(t *testing.T) {
+	var f *followRun
+	f = follow(t, 10, 10, func(i int) error { return os.Remove(filepath.Join(f.cap.dir, ChunkName(i))) })
+	f.cap.write(t, 0)
+	f.cap.write(t, 1)
+	f.tick(t)
+	f.expect(t, 0, 1)
+	f.cap.write(t, 2)
+	f.cap.write(t, 3)
+	f.tick(t)
+	f.expect(t, 2, 3)
+	f.cap.write(t, 4)
+	close(f.cap.done)
+	f.expect(t, 4)
 	if err := <-f.result; err != nil {
 		t.Fatal(err)
 	}
@@ -206,25 +241,26 @@ func TestFollowStopsWhenURLsRunOut(t *testing.T) {
 	}
 }
 
-// TestFollowStopsWhenUploadsLag: when closed chunks pile up behind a slow
-// upload, the capture stops rather than fill the disk.
+// TestFollowStopsWhenUploadsLag: when complete chunks pile up behind a
+// slow upload, the capture stops rather than fill the disk.
 func TestFollowStopsWhenUploadsLag(t *testing.T) {
 	var once sync.Once
 	release := make(chan struct{})
 	f := follow(t, 100, 2, func(int) error { once.Do(func() { <-release }); return nil })
 	f.cap.write(t, 0)
-	f.cap.write(t, 1)
 	f.tick(t)
 	f.expect(t, 0) // its upload hangs
-	for i := 2; i < 6; i++ {
+	for i := 1; i < 5; i++ {
 		f.cap.write(t, i)
 	}
+	f.cap.writing(t, 5)
 	close(release)
-	f.tick(t) // chunks 1..4 closed, 5 being written: 4 wait
+	f.tick(t) // chunks 1..4 complete, 5 being written: 4 wait
 	if r := <-f.stopped; r != "uploads do not keep up: 4 chunks wait" {
 		t.Fatalf("stop reason %q", r)
 	}
 	f.expect(t, 1, 2, 3, 4)
+	f.cap.write(t, 5)
 	close(f.cap.done)
 	f.expect(t, 5)
 	if err := <-f.result; err != nil {
@@ -248,7 +284,8 @@ func TestFollowUploadError(t *testing.T) {
 
 // TestRealTcpdump captures real packets with tcpdump (installed by
 // hack/ensure-deps.sh) on the loopback interface, for TCP connections this
-// test makes to itself, and stops it through its context.
+// test makes to itself, compresses them through the pipe, and stops it
+// through its context: the chunk is a gzip pcap file with those packets.
 func TestRealTcpdump(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -274,22 +311,13 @@ func TestRealTcpdump(t *testing.T) {
 		t.Fatal(err)
 	}
 	// tcpdump needs a moment to open the capture: connect until packets
-	// show up in the chunk (-U writes each packet as it is captured).
+	// show up in the stream (-U writes each packet as it is captured).
 	deadline := time.Now().Add(15 * time.Second)
-	for {
+	for c.Stats().Packets < 10 && time.Now().Before(deadline) {
 		if conn, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 			buf := make([]byte, 5)
 			_, _ = conn.Read(buf)
 			conn.Close()
-		}
-		chunks, _ := c.Chunks()
-		if len(chunks) > 0 {
-			if st, err := os.Stat(chunks[0]); err == nil && st.Size() > 24+16*10 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -306,20 +334,56 @@ func TestRealTcpdump(t *testing.T) {
 	if len(chunks) != 1 {
 		t.Fatalf("chunks %v", chunks)
 	}
-	data, err := os.ReadFile(chunks[0])
-	if err != nil {
+	f := pcaptest.ReadFile(t, chunks[0])
+	st := c.Stats()
+	if len(f.Packets) < 10 || int64(len(f.Packets)) != st.Packets {
+		t.Fatalf("%d packets in the file, %d counted", len(f.Packets), st.Packets)
+	}
+	if fi, _ := os.Stat(chunks[0]); fi.Size() != st.Written {
+		t.Fatalf("file %d bytes, counted %d", fi.Size(), st.Written)
+	}
+}
+
+// TestStartStreamFull: once the chunk limit is reached, the producer is
+// stopped and unblocked, and the capture ends without error.
+func TestStartStreamFull(t *testing.T) {
+	dir := t.TempDir()
+	stopped := make(chan struct{})
+	var once sync.Once
+	packets := pcaptest.Packets(1, 100, 1400)
+	c := StartStream(Spec{Dir: dir, ChunkBytes: 1 << 20, MaxChunks: 2}, func(w io.Writer) error {
+		if _, err := w.Write(pcaptest.Stream()); err != nil {
+			return err
+		}
+		for i := 0; ; i++ {
+			rec := pcaptest.Record(binary.LittleEndian, uint32(i), packets[i%len(packets)])
+			if _, err := w.Write(rec); err != nil {
+				<-stopped // a write failed: the stop must have come first
+				return nil
+			}
+		}
+	}, func() { once.Do(func() { close(stopped) }) })
+	select {
+	case <-c.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the capture did not end at its chunk limit")
+	}
+	if err := c.Err(); err != nil {
 		t.Fatal(err)
 	}
-	// A pcap file: magic number, then 16-byte record headers; at least the
-	// handshakes of the five connections.
-	if len(data) < 24 || binary.LittleEndian.Uint32(data) != 0xa1b2c3d4 {
-		t.Fatalf("not a pcap file: % x", data[:min(len(data), 24)])
+	chunks, _ := c.Chunks()
+	if st := c.Stats(); len(chunks) != 2 || !st.Full || st.Chunks != 2 {
+		t.Fatalf("chunks %v, stats %+v", chunks, st)
 	}
-	records := 0
-	for off := 24; off+16 <= len(data); records++ {
-		off += 16 + int(binary.LittleEndian.Uint32(data[off+8:]))
-	}
-	if records < 10 {
-		t.Fatalf("only %d packets captured", records)
+}
+
+// TestStartStreamProducerFails: the capture's own error is the one
+// reported, not the stream's.
+func TestStartStreamProducerFails(t *testing.T) {
+	boom := errors.New("tcpdump: eth9: No such device exists")
+	c := StartStream(Spec{Dir: t.TempDir(), ChunkBytes: 1 << 20}, func(io.Writer) error { return boom }, func() {})
+	<-c.Done()
+	if !errors.Is(c.Err(), boom) {
+		t.Fatalf("err %v", c.Err())
 	}
 }
