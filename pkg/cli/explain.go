@@ -138,7 +138,8 @@ func (o *explainOptions) pod(ctx context.Context, c *Clients, ns, name string) (
 	if err != nil {
 		return explain.Report{}, Explain(err, "reading pod "+ns+"/"+name)
 	}
-	in := explain.PodInput{Pod: pod, Claims: map[string]*corev1.PersistentVolumeClaim{}, StorageClasses: map[string]*storagev1.StorageClass{}}
+	in := explain.PodInput{Pod: pod, Claims: map[string]*corev1.PersistentVolumeClaim{}, StorageClasses: map[string]*storagev1.StorageClass{},
+		Volumes: map[string]*corev1.PersistentVolume{}}
 	if in.Events, err = eventsAbout(ctx, c, "Pod", ns, name); err != nil {
 		return explain.Report{}, err
 	}
@@ -162,6 +163,15 @@ func (o *explainOptions) pod(ctx context.Context, c *Clients, ns, name string) (
 		if evs, err := eventsAbout(ctx, c, "PersistentVolumeClaim", ns, pvc.Name); err == nil {
 			in.ClaimEvents = append(in.ClaimEvents, evs...)
 		}
+		if pvc.Spec.VolumeName != "" {
+			pv, err := c.Core.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				in.Volumes[pvc.Name] = pv
+			case !optionalRead(err):
+				return explain.Report{}, Explain(err, "reading persistentvolume "+pvc.Spec.VolumeName)
+			}
+		}
 		if sc := pvc.Spec.StorageClassName; sc != nil && *sc != "" && in.StorageClasses[*sc] == nil {
 			obj, err := c.Core.StorageV1().StorageClasses().Get(ctx, *sc, metav1.GetOptions{})
 			if err == nil {
@@ -171,10 +181,52 @@ func (o *explainOptions) pod(ctx context.Context, c *Clients, ns, name string) (
 			}
 		}
 	}
-	if in.NodeClaims, err = listNodeClaims(ctx, c, ""); err != nil {
+	if in.NodeClaims, in.Karpenter, err = listNodeClaims(ctx, c, ""); err != nil {
+		return explain.Report{}, err
+	}
+	if err := podStorageAndLimits(ctx, c, &in); err != nil {
 		return explain.Report{}, err
 	}
 	return explain.Pod(in), nil
+}
+
+// optionalRead reports errors that leave an input of explain unknown
+// rather than fail it: what the caller may not read, or what is not
+// there. explain then says what it could not see.
+func optionalRead(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || meta404(err)
+}
+
+// podStorageAndLimits reads the installed CSI drivers, the CSINode of the
+// pod's node and the namespace's LimitRanges.
+func podStorageAndLimits(ctx context.Context, c *Clients, in *explain.PodInput) error {
+	drivers, err := c.Core.StorageV1().CSIDrivers().List(ctx, metav1.ListOptions{})
+	switch {
+	case err == nil:
+		in.CSIDrivers = map[string]bool{}
+		for _, d := range drivers.Items {
+			in.CSIDrivers[d.Name] = true
+		}
+	case !optionalRead(err):
+		return Explain(err, "listing csidrivers")
+	}
+	if node := in.Pod.Spec.NodeName; node != "" {
+		csi, err := c.Core.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			in.CSINode = csi
+		case !optionalRead(err):
+			return Explain(err, "reading csinode "+node)
+		}
+	}
+	lrs, err := c.Core.CoreV1().LimitRanges(in.Pod.Namespace).List(ctx, metav1.ListOptions{})
+	switch {
+	case err == nil:
+		in.LimitRanges = append([]corev1.LimitRange{}, lrs.Items...)
+	case !optionalRead(err):
+		return Explain(err, "listing limitranges")
+	}
+	return nil
 }
 
 func (o *explainOptions) node(ctx context.Context, c *Clients, name string) (explain.Report, error) {
@@ -216,14 +268,13 @@ func (o *explainOptions) node(ctx context.Context, c *Clients, name string) (exp
 		return explain.Report{}, Explain(err, "listing poddisruptionbudgets")
 	}
 	in.PDBs = pdbs.Items
+	if in.NodeClaims, in.Karpenter, err = listNodeClaims(ctx, c, ""); err != nil {
+		return explain.Report{}, err
+	}
 	if kind, _, claim := ownerOf(node, nil); kind == "NodeClaim" {
-		claims, err := listNodeClaims(ctx, c, "")
-		if err != nil {
-			return explain.Report{}, err
-		}
-		for i := range claims {
-			if claims[i].Name == claim {
-				in.NodeClaim = &claims[i]
+		for i := range in.NodeClaims {
+			if in.NodeClaims[i].Name == claim {
+				in.NodeClaim = &in.NodeClaims[i]
 			}
 		}
 		if evs, err := eventsAbout(ctx, c, "NodeClaim", "", claim); err == nil {
@@ -245,7 +296,7 @@ func (o *explainOptions) nodePool(ctx context.Context, c *Clients, name string) 
 	if in.Events, err = eventsAbout(ctx, c, "NodePool", "", name); err != nil {
 		return explain.Report{}, err
 	}
-	if in.NodeClaims, err = listNodeClaims(ctx, c, pool.KarpenterNodePoolLabel+"="+name); err != nil {
+	if in.NodeClaims, _, err = listNodeClaims(ctx, c, pool.KarpenterNodePoolLabel+"="+name); err != nil {
 		return explain.Report{}, err
 	}
 	f, err := loadFleet(ctx, c, o.controller)
@@ -270,25 +321,26 @@ func (o *explainOptions) nodePool(ctx context.Context, c *Clients, name string) 
 	return explain.NodePoolReport(in), nil
 }
 
-// listNodeClaims lists Karpenter's NodeClaims; none when Karpenter is not
-// installed.
-func listNodeClaims(ctx context.Context, c *Clients, selector string) ([]explain.NodeClaim, error) {
+// listNodeClaims lists Karpenter's NodeClaims; served is false when
+// Karpenter is not installed.
+func listNodeClaims(ctx context.Context, c *Clients, selector string) (claims []explain.NodeClaim, served bool, err error) {
 	list, err := c.Dynamic.Resource(nodeClaimGVR).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if apierrors.IsNotFound(err) || meta404(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, Explain(err, "listing nodeclaims.karpenter.sh")
+		return nil, false, Explain(err, "listing nodeclaims.karpenter.sh")
 	}
 	out := make([]explain.NodeClaim, 0, len(list.Items))
 	for i := range list.Items {
 		u := &list.Items[i]
 		nc := explain.NodeClaim{Name: u.GetName(), NodePool: u.GetLabels()[pool.KarpenterNodePoolLabel]}
 		nc.NodeName, _, _ = unstructured.NestedString(u.Object, "status", "nodeName")
+		nc.ProviderID, _, _ = unstructured.NestedString(u.Object, "status", "providerID")
 		nc.Conditions = explainConditions(u)
 		out = append(out, nc)
 	}
-	return out, nil
+	return out, true, nil
 }
 
 func explainConditions(u *unstructured.Unstructured) []explain.Condition {

@@ -24,9 +24,10 @@ func TestExplainSchedulerFailures(t *testing.T) {
 	createNode(t, testNode{name: "sched-b", labels: map[string]string{"zone": "b", "team": "blue"},
 		taints: []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}})
 	ctx := context.Background()
-	// An anchor for the anti-affinity case, placed by the scheduler on sched-a.
+	// An anchor for the anti-affinity case, already bound to sched-a (left
+	// to the scheduler, the anti-affinity pod could be placed first).
 	anchor := pausePod(ns, "anchor")
-	anchor.Spec.NodeSelector = map[string]string{"zone": "a"}
+	anchor.Spec.NodeName = "sched-a"
 	if _, err := core.CoreV1().Pods(ns).Create(ctx, anchor, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +123,115 @@ func waitFailedScheduling(t *testing.T, ns, pod string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("no FailedScheduling event for %s/%s", ns, pod)
+}
+
+// TestExplainNodeSelectionWithScheduler: the real scheduler's "node(s)
+// didn't match Pod's node affinity/selector" in its forms: nothing
+// matches, what matches is refused for another reason, terms whose
+// expressions match apart but never together; and Karpenter's own
+// controller pods (the Karpenter chart's affinity) with only Karpenter
+// nodes, and with one free node for two replicas.
+func TestExplainNodeSelectionWithScheduler(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "explain-sel")
+	createNode(t, testNode{name: "sel-blue", labels: map[string]string{"sel": "t", "team": "blue", "zone": "a"}})
+	createNode(t, testNode{name: "sel-green", labels: map[string]string{"sel": "t", "team": "green", "zone": "b"},
+		taints: []corev1.Taint{{Key: "dedicated", Value: "green", Effect: corev1.TaintEffectNoSchedule}}})
+	createNode(t, testNode{name: "ks-1", labels: map[string]string{"ks": "t", "karpenter.sh/nodepool": "default"}})
+	createNode(t, testNode{name: "ks-2", labels: map[string]string{"ks": "t", "karpenter.sh/nodepool": "default"}})
+	createNode(t, testNode{name: "ks-free", labels: map[string]string{"ks2": "t"}})
+
+	required := func(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	in := func(key string, values ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}
+	}
+	// The Karpenter chart's controller pod (charts/karpenter values.yaml:
+	// nodeSelector kubernetes.io/os: linux, required karpenter.sh/nodepool
+	// DoesNotExist, one replica per hostname); ks/ks2 confine each case to
+	// this test's nodes.
+	karpenter := func(name, confine string) *corev1.Pod {
+		p := pausePod(ns, name)
+		p.Labels = map[string]string{"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+		p.Spec.NodeSelector = map[string]string{corev1.LabelOSStable: "linux", confine: "t"}
+		p.Spec.Affinity = required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpDoesNotExist}}})
+		p.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "karpenter"}}, TopologyKey: corev1.LabelHostname}}}
+		return p
+	}
+	cases := []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{func() *corev1.Pod {
+			p := pausePod(ns, "nomatch")
+			p.Spec.Affinity = required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{in("sel", "t"), in("team", "red")}})
+			return p
+		}(), "the pod's node selection matches no node: node affinity team in (red) matches no node (values present: blue, green)"},
+		{func() *corev1.Pod {
+			p := pausePod(ns, "tainted")
+			p.Spec.NodeSelector = map[string]string{"team": "green"}
+			return p
+		}(), "the 1 that match (sel-green) are refused for the scheduler's other reasons"},
+		{func() *corev1.Pod {
+			p := pausePod(ns, "apart")
+			p.Spec.Affinity = required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{in("team", "blue"), in("zone", "b")}},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{in("zone", "c")}})
+			return p
+		}(), "each of its expressions matches some node, but no node matches all of them together"},
+		{karpenter("karpenter-6d9c7b5f4-abcde", "ks"), "Karpenter's own controller pod is pending"},
+	}
+	for _, tc := range cases {
+		if _, err := core.CoreV1().Pods(ns).Create(ctx, tc.pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second replica, with the first already on the one free node.
+	first := karpenter("karpenter-6d9c7b5f4-first", "ks2")
+	first.Spec.NodeName = "ks-free"
+	if _, err := core.CoreV1().Pods(ns).Create(ctx, first, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := karpenter("karpenter-6d9c7b5f4-second", "ks2")
+	if _, err := core.CoreV1().Pods(ns).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startScheduler(t)
+	kc := kubeconfig(t, cfg)
+	explainPod := func(t *testing.T, name string) explain.Report {
+		t.Helper()
+		waitFailedScheduling(t, ns, name)
+		out, err := run(t, "--kubeconfig", kc, "-n", ns, "explain", "pod/"+name, "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r explain.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "didn't match Pod's node affinity/selector") {
+			t.Errorf("the scheduler's wording is not quoted: %s", out)
+		}
+		return r
+	}
+	for _, tc := range cases {
+		t.Run(tc.pod.Name, func(t *testing.T) {
+			if r := explainPod(t, tc.pod.Name); !hasCause(r, tc.want) {
+				t.Errorf("no finding %q in %+v", tc.want, r.Findings)
+			}
+		})
+	}
+	t.Run("second replica", func(t *testing.T) {
+		r := explainPod(t, second.Name)
+		var f *explain.Finding
+		for i := range r.Findings {
+			if strings.Contains(r.Findings[i].Cause, "Karpenter's own controller pod is pending") {
+				f = &r.Findings[i]
+			}
+		}
+		if f == nil || !strings.Contains(strings.Join(f.Evidence, "\n"), "one replica per node, so the 1 node(s) without the label hold at most 1 replica(s)") {
+			t.Errorf("finding %+v", f)
+		}
+	})
 }

@@ -168,10 +168,12 @@ func TestExplainPod(t *testing.T) {
 	mkPod("intree", func(p *corev1.Pod) {
 		p.Spec.Volumes = []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
 	})
-	// Attach limit: the attach/detach controller's FailedAttachVolume.
+	// Attach limit: the attach/detach controller's FailedAttachVolume
+	// with the EBS CSI driver's ResourceExhausted error
+	// (aws-ebs-csi-driver pkg/driver/controller.go).
 	mkPod("attach", func(p *corev1.Pod) { p.Spec.NodeName = "ex-arm" })
 	coreEvent(t, ns, "Pod", "attach", "attachdetach-controller", "Warning", "FailedAttachVolume",
-		`AttachVolume.Attach failed for volume "pvc-1234" : rpc error: code = Internal desc = Could not attach volume "vol-0abc" to node "i-0def": attachment of disk "vol-0abc" failed, expected device to be attached but was attaching: the instance has reached its maximum number of attached volumes`)
+		`AttachVolume.Attach failed for volume "pvc-1234" : rpc error: code = ResourceExhausted desc = Attachment limit exceeded for volume "vol-0abc" on node "i-0def": limit exceeded`)
 	// Subnet exhaustion seen by the CNI on the node.
 	mkPod("noip", func(p *corev1.Pod) { p.Spec.NodeName = "ex-arm" })
 	coreEvent(t, ns, "Pod", "noip", "kubelet", "Warning", "FailedCreatePodSandBox",
@@ -185,7 +187,7 @@ func TestExplainPod(t *testing.T) {
 		{"uninit", "node ex-new is not initialized: startup taints are still present"},
 		{"uninit", "node ex-new is not Ready"},
 		{"intree", "removed in-tree provisioner kubernetes.io/aws-ebs"},
-		{"attach", "the node reached its volume attach limit"},
+		{"attach", "node ex-arm reached its volume attach limit"},
 		{"noip", "cannot give the pod an IP address"},
 	}
 	for _, tc := range cases {

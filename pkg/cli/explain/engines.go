@@ -28,8 +28,8 @@ type NodePool struct {
 
 // NodeClaim is what explain reads from a Karpenter NodeClaim.
 type NodeClaim struct {
-	Name, NodePool, NodeName string
-	Conditions               []Condition
+	Name, NodePool, NodeName, ProviderID string
+	Conditions                           []Condition
 }
 
 func condition(cs []Condition, t string) (Condition, bool) {

@@ -37,6 +37,10 @@ type NodeInput struct {
 	// PauseConfigMap is "namespace/name" of the pause switch, for the fix.
 	PauseConfigMap string
 	NodeClaim      *NodeClaim
+	// NodeClaims are all of Karpenter's; Karpenter tells whether they are
+	// served at all.
+	NodeClaims []NodeClaim
+	Karpenter  bool
 }
 
 // Node explains a node that is not ready, unhealthy, or not repaired or
@@ -46,6 +50,7 @@ func Node(in NodeInput) Report {
 	r := Report{Object: "node/" + n.Name, Summary: fmt.Sprintf("pool %s, repair state %s", in.Repair.Pool, in.Repair.State)}
 	var fs []Finding
 	fs = append(fs, notInitialized(n)...)
+	fs = append(fs, strayLabelFinding(n, in.NodeClaims, in.Karpenter)...)
 	if in.NodeClaim != nil {
 		fs = append(fs, launchFindings([]NodeClaim{*in.NodeClaim})...)
 	}

@@ -24,6 +24,19 @@ type PodInput struct {
 	ClaimEvents    []eventlog.Event
 	// NodeClaims are Karpenter's, when installed.
 	NodeClaims []NodeClaim
+	// Volumes are the PersistentVolumes bound to the pod's claims, by
+	// claim name.
+	Volumes map[string]*corev1.PersistentVolume
+	// CSIDrivers are the installed CSIDriver objects by name; nil when
+	// they could not be read.
+	CSIDrivers map[string]bool
+	// CSINode is the pod's node's CSINode, if any.
+	CSINode *storagev1.CSINode
+	// LimitRanges are the pod's namespace's; nil when they could not be
+	// read.
+	LimitRanges []corev1.LimitRange
+	// Karpenter tells whether Karpenter's NodeClaims are served.
+	Karpenter bool
 }
 
 // Pod explains why a pod is not running (or keeps restarting).
@@ -39,6 +52,7 @@ func Pod(in PodInput) Report {
 	}
 	fs = append(fs, volumes(in)...)
 	fs = append(fs, containers(in)...)
+	fs = append(fs, requestFindings(in)...)
 	if len(fs) == 0 {
 		fs = append(fs, Finding{Cause: "nothing wrong found", Fix: "none needed", Source: "pod status"})
 	}
@@ -85,6 +99,7 @@ func unscheduled(in PodInput) []Finding {
 			fs = append(fs, nomineeFindings(in, name)...)
 		}
 	}
+	fs = append(fs, karpenterSelfFindings(in)...)
 	if len(fs) == 0 {
 		fs = append(fs, Finding{Cause: "no scheduling event yet", Fix: "the scheduler has not tried the pod: check that it runs (and that spec.schedulerName names a running scheduler)", Source: "pod status"})
 	}
@@ -167,9 +182,15 @@ func onNode(in PodInput) []Finding {
 	if e, ok := eventlog.Latest(in.Events, "", "FailedCreatePodSandBox"); ok {
 		f := Finding{Cause: "the pod's sandbox (network namespace) cannot be created", Evidence: []string{fmt.Sprintf("%s: %q", e.Source, e.Message)},
 			Fix: "the CNI plugin fails on the node: check its pod there", Source: e.Source, Blocking: true}
-		if containsAny(e.Message, "failed to assign an IP address", "no available IP", "InsufficientFreeAddressesInSubnet") {
+		switch {
+		case containsAny(e.Message, "failed to assign an IP address", "no available IP", "InsufficientFreeAddressesInSubnet"):
 			f.Cause = "the node's CNI cannot give the pod an IP address: the subnet (or the node's IP allowance) is exhausted"
 			f.Fix = "free or add subnet addresses (larger or secondary CIDRs, custom networking), enable prefix delegation (VPC CNI), or use instance types with more IPs per node"
+		case containsAny(e.Message, "pod does not have label vpc.amazonaws.com/PrivateIPv4Address"):
+			// The VPC CNI's Windows plugin (vpc-bridge) reads the address
+			// the VPC resource controller puts on Windows pods.
+			f.Cause = "Windows pod networking is not enabled in the cluster: the VPC resource controller gives Windows pods no IP address"
+			f.Fix = "enable Windows support: set enable-windows-ipam: \"true\" in the amazon-vpc-cni ConfigMap in kube-system (EKS \"Enabling Windows support\")"
 		}
 		fs = append(fs, f)
 	}
@@ -196,79 +217,6 @@ var inTreeProvisioners = map[string]string{
 	"kubernetes.io/azure-file-legacy": "",
 }
 
-// volumes explains claims that do not bind and volumes that do not attach.
-func volumes(in PodInput) []Finding {
-	var fs []Finding
-	for _, v := range in.Pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
-			if d := inlineInTree(v); d != "" {
-				fs = append(fs, Finding{Cause: "volume " + v.Name + " uses the removed in-tree plugin " + d,
-					Fix: "in-tree volume plugins are served only through CSI migration: install the matching CSI driver, or move to a PVC of a CSI StorageClass", Source: "pod spec", Blocking: true})
-			}
-			continue
-		}
-		pvc := in.Claims[v.PersistentVolumeClaim.ClaimName]
-		if pvc == nil {
-			fs = append(fs, Finding{Cause: "PersistentVolumeClaim " + v.PersistentVolumeClaim.ClaimName + " does not exist", Fix: "create it, or fix the claim name", Source: "pod spec", Blocking: true})
-			continue
-		}
-		if pvc.Status.Phase == corev1.ClaimBound {
-			continue
-		}
-		f := Finding{Cause: "PersistentVolumeClaim " + pvc.Name + " is " + string(pvc.Status.Phase), Fix: "see the claim's events: its provisioner must create the volume", Source: "persistentvolumeclaim", Blocking: true}
-		if pvc.Spec.StorageClassName != nil {
-			if sc := in.StorageClasses[*pvc.Spec.StorageClassName]; sc != nil {
-				if csi, ok := inTreeProvisioners[sc.Provisioner]; ok {
-					f.Cause = fmt.Sprintf("PersistentVolumeClaim %s uses StorageClass %s with the removed in-tree provisioner %s", pvc.Name, sc.Name, sc.Provisioner)
-					f.Fix = "in-tree provisioners are gone: use a StorageClass whose provisioner is a CSI driver"
-					if csi != "" {
-						f.Fix += " (" + csi + ") and install that driver"
-					}
-				} else if sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && in.Pod.Spec.NodeName == "" {
-					f.Cause = "PersistentVolumeClaim " + pvc.Name + " waits for the pod to be scheduled (WaitForFirstConsumer)"
-					f.Fix = "nothing about the claim: it binds once the pod has a node; see the scheduling findings"
-					f.Blocking = false
-				}
-			} else {
-				f.Cause = fmt.Sprintf("PersistentVolumeClaim %s names StorageClass %q, which does not exist", pvc.Name, *pvc.Spec.StorageClassName)
-				f.Fix = "create the StorageClass or fix the claim's storageClassName"
-			}
-		}
-		for _, e := range in.ClaimEvents {
-			if e.Name == pvc.Name && e.Type == corev1.EventTypeWarning {
-				f.Evidence = append(f.Evidence, fmt.Sprintf("%s %s: %q", e.Source, e.Reason, e.Message))
-			}
-		}
-		fs = append(fs, f)
-	}
-	if e, ok := eventlog.Latest(in.Events, "", "FailedAttachVolume"); ok {
-		f := Finding{Cause: "a volume does not attach to the node", Evidence: []string{fmt.Sprintf("%s: %q", e.Source, e.Message)},
-			Fix: "read the CSI driver's error; check the volume exists in the node's zone and is not attached elsewhere", Source: e.Source, Blocking: true}
-		if containsAny(e.Message, "attachment limit", "maximum number", "max volume", "volume limit", "too many") {
-			f.Cause = "the node reached its volume attach limit"
-			f.Fix = "run the pod on a node with free attachment slots (bigger instance type, fewer volumes per node); the scheduler counts CSINode allocatable, so a wrong driver count is a CSI node plugin bug"
-		}
-		fs = append(fs, f)
-	}
-	return fs
-}
-
-func inlineInTree(v corev1.Volume) string {
-	switch {
-	case v.AWSElasticBlockStore != nil:
-		return "awsElasticBlockStore"
-	case v.GCEPersistentDisk != nil:
-		return "gcePersistentDisk"
-	case v.AzureDisk != nil:
-		return "azureDisk"
-	case v.Cinder != nil:
-		return "cinder"
-	case v.VsphereVolume != nil:
-		return "vsphereVolume"
-	}
-	return ""
-}
-
 // containers explains OOMKilled containers and images that cannot run on
 // the node's platform.
 func containers(in PodInput) []Finding {
@@ -280,6 +228,9 @@ func containers(in PodInput) []Finding {
 		if oom {
 			fs = append(fs, oomFinding(in.Pod, cs))
 		}
+	}
+	if f, ok := windowsImageFinding(in); ok {
+		return append(fs, f)
 	}
 	platform := ""
 	for _, e := range in.Events {

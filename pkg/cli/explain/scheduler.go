@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 )
 
@@ -83,7 +84,7 @@ func schedulerFindings(pod *corev1.Pod, nodes []corev1.Node, msg string) []Findi
 	}
 	var out []Finding
 	for _, it := range items {
-		f := schedulerItem(pod, nodes, it, total)
+		f := schedulerItem(pod, nodes, it, total, items)
 		f.Evidence = append([]string{fmt.Sprintf("default-scheduler: %q", msg)}, f.Evidence...)
 		f.Source, f.Blocking = "default-scheduler", true
 		out = append(out, f)
@@ -101,7 +102,7 @@ func nodesText(it SchedulerItem, total int) string {
 	return fmt.Sprintf("%d nodes", it.Nodes)
 }
 
-func schedulerItem(pod *corev1.Pod, nodes []corev1.Node, it SchedulerItem, total int) Finding {
+func schedulerItem(pod *corev1.Pod, nodes []corev1.Node, it SchedulerItem, total int, items []SchedulerItem) Finding {
 	r := it.Reason
 	where := nodesText(it, total)
 	switch {
@@ -112,8 +113,14 @@ func schedulerItem(pod *corev1.Pod, nodes []corev1.Node, it SchedulerItem, total
 			Fix: "add nodes, or raise the kubelet's maxPods where the CNI allows it (on EKS the VPC CNI's IP limit per instance type sets it)"}
 	case strings.Contains(r, "untolerated taint") || strings.Contains(r, "had taint"):
 		return untolerated(pod, nodes, r, where)
-	case strings.Contains(r, "node affinity/selector"):
-		return selectorMismatch(pod, nodes, where)
+	case strings.Contains(r, "scheduler-enforced node affinity"):
+		return Finding{Cause: where + " are outside the node affinity the scheduler's profile adds to every pod it schedules (NodeAffinity addedAffinity)",
+			Fix: "the pod's spec.schedulerName (" + schedulerName(pod) + ") names a profile limited to some nodes: use a profile or scheduler meant for this pod, or widen the profile's addedAffinity"}
+	case strings.Contains(r, "node affinity/selector") || strings.Contains(r, "didn't match node selector") || strings.Contains(r, "didn't match Pod's node affinity"):
+		// "node(s) didn't match Pod's node affinity/selector" (NodeAffinity
+		// plugin, ErrReasonPod, since v1.20); older schedulers said
+		// "node(s) didn't match node selector".
+		return selectorMismatch(pod, nodes, it, total, items)
 	case strings.Contains(r, "didn't satisfy existing pods anti-affinity"):
 		return Finding{Cause: where + " run pods whose anti-affinity forbids this pod next to them",
 			Fix: "those pods' podAntiAffinity excludes this pod's labels: change this pod's labels, relax their rule to preferredDuringScheduling, or add nodes (other topology domains)"}
@@ -234,10 +241,48 @@ func failedAccelerators(nodes []corev1.Node) int {
 	return n
 }
 
-// selectorMismatch finds which of the pod's node selector entries and
-// required node affinity expressions no node satisfies.
-func selectorMismatch(pod *corev1.Pod, nodes []corev1.Node, where string) Finding {
-	f := Finding{Cause: where + " do not match the pod's nodeSelector / required node affinity"}
+// selectorMismatch explains the NodeAffinity plugin's refusal: which
+// nodes match the pod's whole node selection (nodeSelector AND one of the
+// required terms, matched as the scheduler does, matchFields included),
+// and for what matches nothing, the values the nodes have.
+func selectorMismatch(pod *corev1.Pod, nodes []corev1.Node, it SchedulerItem, total int, items []SchedulerItem) Finding {
+	where := nodesText(it, total)
+	required := nodeaffinity.GetRequiredNodeAffinity(pod)
+	var matching []string
+	for i := range nodes {
+		if ok, _ := required.Match(&nodes[i]); ok {
+			matching = append(matching, nodes[i].Name)
+		}
+	}
+	unmatched := unmatchedSelection(pod, nodes)
+	f := Finding{Cause: where + " do not match the pod's nodeSelector / required node affinity", Evidence: unmatched,
+		Fix: "fix the selector/affinity to labels the nodes have, or label the intended nodes (with Karpenter: a NodePool whose requirements or labels provide them)"}
+	switch {
+	case len(matching) == 0 && len(unmatched) > 0:
+		f.Cause = "the pod's node selection matches no node: " + unmatched[0]
+	case len(matching) == 0:
+		f.Cause = "the pod's node selection matches no node: each part matches some node, but no node matches all of them"
+	default:
+		others := make([]string, 0, len(items))
+		for _, o := range items {
+			if o.Reason != it.Reason {
+				others = append(others, fmt.Sprintf("%d %s", o.Nodes, o.Reason))
+			}
+		}
+		f.Cause = fmt.Sprintf("%s do not match the pod's node selection; the %d that match (%s) are refused for the scheduler's other reasons", where, len(matching), list(matching))
+		if len(others) > 0 {
+			f.Evidence = append(f.Evidence, "the nodes that match are refused for: "+strings.Join(others, ", "))
+		}
+		f.Fix = "the selection is not the problem on its own: fix the other findings for the matching nodes, or widen the selection to more nodes"
+	}
+	return f
+}
+
+// unmatchedSelection names each nodeSelector entry and required node
+// affinity expression that no node satisfies, with the values the nodes
+// have; a term (terms are ORed) whose expressions each match some node but
+// never together is named as a whole.
+func unmatchedSelection(pod *corev1.Pod, nodes []corev1.Node) []string {
 	keys := make([]string, 0, len(pod.Spec.NodeSelector))
 	for k := range pod.Spec.NodeSelector {
 		keys = append(keys, k)
@@ -250,25 +295,67 @@ func selectorMismatch(pod *corev1.Pod, nodes []corev1.Node, where string) Findin
 			unmatched = append(unmatched, fmt.Sprintf("nodeSelector %s=%s matches no node (values present: %s)", k, v, valuesOf(nodes, k)))
 		}
 	}
-	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, e := range term.MatchExpressions {
-				req, err := labels.NewRequirement(e.Key, nodeOp(e.Operator), e.Values)
-				if err != nil {
-					continue
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return unmatched
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for ti, term := range terms {
+		prefix := "node affinity"
+		if len(terms) > 1 {
+			prefix = fmt.Sprintf("node affinity term %d of %d", ti+1, len(terms))
+		}
+		alone := 0
+		for _, e := range term.MatchExpressions {
+			req, err := labels.NewRequirement(e.Key, nodeOp(e.Operator), e.Values)
+			if err != nil {
+				continue
+			}
+			if matching(nodes, func(l labels.Set) bool { return req.Matches(l) }) == 0 {
+				unmatched = append(unmatched, fmt.Sprintf("%s %s matches no node (values present: %s)", prefix, req.String(), valuesOf(nodes, e.Key)))
+				alone++
+			}
+		}
+		for _, e := range term.MatchFields {
+			if e.Key == metav1ObjectName && !anyNodeNamed(nodes, e) {
+				unmatched = append(unmatched, fmt.Sprintf("%s matchFields metadata.name %s %v matches no node", prefix, e.Operator, e.Values))
+				alone++
+			}
+		}
+		single := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}
+		if ns, err := nodeaffinity.NewNodeSelector(single); err == nil && alone == 0 {
+			n := 0
+			for i := range nodes {
+				if ns.Match(&nodes[i]) {
+					n++
 				}
-				if matching(nodes, func(l labels.Set) bool { return req.Matches(l) }) == 0 {
-					unmatched = append(unmatched, fmt.Sprintf("node affinity %s matches no node (values present: %s)", req.String(), valuesOf(nodes, e.Key)))
-				}
+			}
+			if n == 0 {
+				unmatched = append(unmatched, prefix+": each of its expressions matches some node, but no node matches all of them together")
 			}
 		}
 	}
-	f.Evidence = unmatched
-	f.Fix = "fix the selector/affinity to labels the nodes have, or label the intended nodes (with Karpenter: a NodePool whose requirements or labels provide them)"
-	if len(unmatched) > 0 {
-		f.Cause = "the pod's node selection matches no node: " + unmatched[0]
+	return unmatched
+}
+
+// metav1ObjectName is the one field a node selector term may match.
+const metav1ObjectName = "metadata.name"
+
+func anyNodeNamed(nodes []corev1.Node, e corev1.NodeSelectorRequirement) bool {
+	for i := range nodes {
+		in := slices.Contains(e.Values, nodes[i].Name)
+		if (e.Operator == corev1.NodeSelectorOpIn && in) || (e.Operator == corev1.NodeSelectorOpNotIn && !in) {
+			return true
+		}
 	}
-	return f
+	return false
+}
+
+func schedulerName(pod *corev1.Pod) string {
+	if pod.Spec.SchedulerName == "" {
+		return corev1.DefaultSchedulerName
+	}
+	return pod.Spec.SchedulerName
 }
 
 func nodeOp(op corev1.NodeSelectorOperator) selection.Operator {
