@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,8 +42,10 @@ type logsOptions struct {
 	poll         time.Duration
 	keep         bool
 	fresh        bool
+	flat         bool
 	parallel     int
 	gpuLevel     int32
+	progress     string
 }
 
 func newLogsCommand(g *Global, s Streams) *cobra.Command {
@@ -57,6 +58,11 @@ object), shows its progress, downloads the bundle through the API server's node 
 (/api/v1/nodes/NODE/proxy/logs/nodemend/FILE, served by the kubelet) into --output, and
 deletes the object. Secrets are redacted on the node, before anything leaves it.
 
+Many nodes are handled --parallel at a time, with one progress display (redrawn in place
+on a terminal, one line per change otherwise); a node that fails does not stop the others,
+whose bundles are saved, and the exit status is non-zero if any failed. --flat saves
+DIR/NODE-logs.tar.gz, as kubectl ekslogs does, instead of DIR/NODE/FILE.
+
 With --upload-url the agent PUTs the bundle to that HTTPS URL (for example a pre-signed
 object-store URL) instead, and nothing is downloaded.
 
@@ -68,6 +74,7 @@ node first.
 Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get nodes/proxy
 (to download).`,
 		Example: `  kubectl mend logs ip-10-0-1-23.ec2.internal
+  kubectl mend logs --flat ip-10-0-1-23.ec2.internal ip-10-0-1-24.ec2.internal   # ./NODE-logs.tar.gz, like kubectl ekslogs
   kubectl mend logs -l node.kubernetes.io/instance-type=p5.48xlarge --categories base,kernel,accelerators -o ./bundles
   kubectl mend logs ip-10-0-1-23.ec2.internal --upload-url "$(aws s3 presign ... )"
   kubectl mend logs ip-10-0-1-23.ec2.internal --gpu-diagnostic 2 --categories accelerators`,
@@ -80,8 +87,11 @@ Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get n
 	fl.StringVar(&o.uploadURL, "upload-url", "", "HTTPS URL the agent PUTs the bundle to (one node only); nothing is downloaded")
 	fl.StringSliceVar(&o.categories, "categories", nil, "categories to collect (default all): "+strings.Join(categoryNames(), ","))
 	fl.StringVarP(&o.outputDir, "output", "o", ".", "directory the bundles are saved in")
+	fl.StringVar(&o.outputDir, "output-dir", ".", "the same as --output (kubectl ekslogs' name)")
+	fl.BoolVar(&o.flat, "flat", false, "save DIR/NODE-logs.tar.gz (as kubectl ekslogs does) instead of DIR/NODE/FILE; an existing file is replaced")
+	fl.StringVar(&o.progress, "progress", ProgressAuto, "progress display: auto (redrawn in place on a terminal, plain lines otherwise), live or plain")
 	fl.DurationVar(&o.since, "since", 0, "how far back time-based logs go (default: the agent's, 24h)")
-	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
+	fl.DurationVarP(&o.timeout, "timeout", "t", 5*time.Minute, "give up after this long")
 	fl.DurationVar(&o.agentTimeout, "agent-timeout", 30*time.Second, "how long to wait for the node's agent to pick the request up")
 	fl.BoolVar(&o.keep, "keep", false, "keep the NodeDiagnostic objects instead of deleting them")
 	fl.BoolVar(&o.fresh, "fresh", false, "always collect a new bundle instead of reusing a recent one")
@@ -165,7 +175,10 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 			return err
 		}
 	}
-	prog := NewProgress(s.Out, nodes)
+	prog, err := newProgress(s.Out, nodes, o.progress)
+	if err != nil {
+		return err
+	}
 	errs := make([]error, len(nodes))
 	sem := make(chan struct{}, o.parallel)
 	var wg sync.WaitGroup
@@ -175,13 +188,16 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = o.node(ctx, c, prog, n)
-			if errs[i] != nil {
-				prog.Update(n, "failed", "%v", errs[i])
+			phase, detail, err := o.node(ctx, c, prog, n)
+			if errs[i] = err; err != nil {
+				prog.Finish(n, "failed", true, "%v", err)
+				return
 			}
+			prog.Finish(n, phase, false, "%s", detail)
 		}()
 	}
 	wg.Wait()
+	prog.Close()
 	var failed []string
 	for i, err := range errs {
 		if err != nil {
@@ -189,7 +205,7 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d nodes failed:\n  %s", len(failed), len(nodes), strings.Join(failed, "\n  "))
+		return fmt.Errorf("%d of %d nodes failed (the others' bundles are saved):\n  %s", len(failed), len(nodes), strings.Join(failed, "\n  "))
 	}
 	return nil
 }
@@ -225,12 +241,12 @@ func (o *logsOptions) nodes(ctx context.Context, c *Clients, names []string) ([]
 	return out, nil
 }
 
-// node gets one node's bundle.
-func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node string) error {
+// node gets one node's bundle, and says how it ended.
+func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node string) (phase, detail string, err error) {
 	prog.Update(node, "validating", "requesting a bundle")
 	obj, err := o.obtain(ctx, c, prog, node)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	if !o.keep {
 		defer func() {
@@ -244,16 +260,15 @@ func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node
 	}
 	done, err := o.wait(ctx, c, prog, node, obj)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	st := done.Status.LogCapture
 	if o.uploadURL != "" {
-		prog.Update(node, "uploaded", "%s (%s)", hostOf(o.uploadURL), HumanBytes(st.SizeBytes))
-		return nil
+		return "uploaded", fmt.Sprintf("%s (%s)", hostOf(o.uploadURL), HumanBytes(st.SizeBytes)), nil
 	}
 	path, err := o.download(ctx, c, prog, node, st)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	note := ""
 	if len(st.Errors) > 0 {
@@ -262,8 +277,7 @@ func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node
 	if g := done.Status.GPUDiagnostic; g != nil && g.Generation == done.Generation {
 		note += ", " + gpuNote(g)
 	}
-	prog.Update(node, "saved", "%s (%s%s)", path, HumanBytes(st.SizeBytes), note)
-	return nil
+	return "saved", fmt.Sprintf("%s (%s%s)", path, HumanBytes(st.SizeBytes), note), nil
 }
 
 func hostOf(u string) string {
@@ -403,7 +417,7 @@ func (o *logsOptions) wait(ctx context.Context, c *Clients, prog *Progress, node
 		case st != nil && st.State == v1alpha1.CaptureRunning:
 			last = "collecting: " + st.Message
 			if st.CollectorsTotal > 0 && st.CollectorsDone < st.CollectorsTotal {
-				prog.Update(node, "collecting", "%d/%d collectors", st.CollectorsDone, st.CollectorsTotal)
+				prog.Tick(node, "collecting", "%d/%d collectors", st.CollectorsDone, st.CollectorsTotal)
 			} else {
 				prog.Update(node, "collecting", "%s", st.Message)
 			}
@@ -441,62 +455,16 @@ func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, 
 	if err != nil {
 		return "", err
 	}
+	if o.flat {
+		// kubectl ekslogs' name; bundlePath checked the node name (a DNS
+		// subdomain: no separators, no "..").
+		path = filepath.Join(o.outputDir, node+"-logs.tar.gz")
+	}
 	prog.Update(node, "downloading", "%s (%s)", st.FileName, HumanBytes(st.SizeBytes))
-	// /api/v1/nodes/NODE/proxy/logs/nodemend/FILE, from validated parts
-	// that client-go checks again as path segments.
-	rc, err := c.Core.CoreV1().RESTClient().Get().Resource("nodes").Name(node).
-		SubResource("proxy", "logs", "nodemend", st.FileName).Stream(ctx)
-	if err != nil {
-		if apierrors.IsForbidden(err) {
-			return "", fmt.Errorf("RBAC: you may not get nodes/proxy, which downloading the bundle needs (or use --upload-url): %v", apierrors.ReasonForError(err))
-		}
-		return "", fmt.Errorf("downloading %s through the node proxy (is the kubelet on %s reachable from the API server?): %w", st.FileName, node, err)
-	}
-	defer rc.Close()
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	// A new file of our own (not whatever a name might already point to),
-	// renamed into place when complete.
-	f, err := os.CreateTemp(dir, ".download-*.part")
-	if err != nil {
-		return "", err
-	}
-	tmp := f.Name()
-	n, err := io.Copy(f, &progressReader{r: rc, total: st.SizeBytes, report: func(done int64) {
-		prog.Update(node, "downloading", "%s / %s", HumanBytes(done), HumanBytes(st.SizeBytes))
-	}})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n != st.SizeBytes {
-		err = fmt.Errorf("got %d bytes, the agent wrote %d", n, st.SizeBytes)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("downloading %s: %w", st.FileName, err)
-	}
-	return path, os.Rename(tmp, path)
-}
-
-// progressReader reports every 10% of total.
-type progressReader struct {
-	r      io.Reader
-	total  int64
-	done   int64
-	next   int64
-	report func(int64)
-}
-
-func (p *progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	p.done += int64(n)
-	if p.total > 0 && p.done >= p.next {
-		p.report(p.done)
-		p.next = p.done + p.total/10
-	}
-	return n, err
+	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, path, func(done int64) {
+		prog.Tick(node, "downloading", "%s / %s", HumanBytes(done), HumanBytes(st.SizeBytes))
+	}, "use --upload-url")
+	return path, err
 }
 
 func truncate(s string, n int) string {

@@ -5,49 +5,78 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
-	"sync"
 
+	"golang.org/x/term"
 	"sigs.k8s.io/yaml"
 
+	"nodemend.dev/nodemend/pkg/cli/progress"
 	"nodemend.dev/nodemend/pkg/cli/termsafe"
 )
 
-// Progress prints one line per change of a node's phase or detail,
-// prefixed by the node so that parallel nodes stay readable (and the output
-// stays useful in logs, where redrawn lines are not).
-type Progress struct {
-	mu    sync.Mutex
-	w     io.Writer
-	width int
-	last  map[string]string
-}
+// Progress is a command's progress over nodes (pkg/cli/progress): a live
+// block redrawn in place on a terminal, one line per change otherwise.
+type Progress struct{ b *progress.Board }
 
-// NewProgress writes to w; width aligns node names.
+// Progress modes (--progress).
+const (
+	ProgressAuto  = "auto"
+	ProgressLive  = "live"
+	ProgressPlain = "plain"
+)
+
+// NewProgress shows plain progress lines on w.
 func NewProgress(w io.Writer, nodes []string) *Progress {
-	width := 0
-	for _, n := range nodes {
-		width = max(width, len(n))
-	}
-	return &Progress{w: w, width: width, last: map[string]string{}}
+	return &Progress{b: progress.New(w, nodes, progress.Options{})}
 }
 
-// Update reports node's phase ("validating", "collecting", "downloading",
-// "saved", "failed") with a detail; repeated identical updates print once.
-// The line is shown through termsafe: its details hold strings from the
-// API (a capture's message, a file name).
-func (p *Progress) Update(node, phase, format string, args ...any) {
-	node = termsafe.String(node)
-	line := fmt.Sprintf("%-11s %s", phase, termsafe.String(fmt.Sprintf(format, args...)))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.last[node] == line {
-		return
+// newProgress shows progress on w in mode: auto is live on a terminal
+// (not TERM=dumb), plain lines elsewhere.
+func newProgress(w io.Writer, nodes []string, mode string) (*Progress, error) {
+	opts := progress.Options{}
+	f, isFile := w.(*os.File)
+	switch mode {
+	case ProgressAuto, "":
+		opts.Live = isFile && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb"
+	case ProgressLive:
+		opts.Live = true
+	case ProgressPlain:
+	default:
+		return nil, fmt.Errorf("--progress %q: want auto, live or plain", mode)
 	}
-	p.last[node] = line
-	fmt.Fprintf(p.w, "%-*s  %s\n", p.width, node, line)
+	if isFile {
+		opts.Size = func() (int, int) {
+			if w, h, err := term.GetSize(int(f.Fd())); err == nil && w > 0 && h > 0 {
+				return w, h
+			}
+			return 100, 24
+		}
+	}
+	return &Progress{b: progress.New(w, nodes, opts)}, nil
 }
+
+// Update reports node's phase ("validating", "collecting", "downloading")
+// with a detail; the display escapes terminal controls (details quote the
+// API: a capture's message, a file name).
+func (p *Progress) Update(node, phase, format string, args ...any) {
+	p.b.Update(node, phase, fmt.Sprintf(format, args...))
+}
+
+// Tick reports a counter of node's phase (collectors done, packets,
+// bytes): in plain mode printed at most every few seconds.
+func (p *Progress) Tick(node, phase, format string, args ...any) {
+	p.b.Tick(node, phase, fmt.Sprintf(format, args...))
+}
+
+// Finish reports node's outcome ("saved", "uploaded", "failed").
+func (p *Progress) Finish(node, phase string, failed bool, format string, args ...any) {
+	p.b.Finish(node, phase, fmt.Sprintf(format, args...), failed)
+}
+
+// Close shows the final state and the summary.
+func (p *Progress) Close() { p.b.Close() }
 
 // HumanBytes formats a size for people.
 func HumanBytes(n int64) string {

@@ -36,6 +36,7 @@ func NewRootCommand(s Streams) *cobra.Command {
   kubectl mend explain node/NAME      why a node is not ready, not repaired or not consolidated
   kubectl mend explain nodepool/NAME  why a NodePool does not launch or repair
   kubectl mend logs NODE...           collect a redacted diagnostic bundle from nodes, without SSH
+  kubectl mend capture NODE           capture packets on a node (tcpdump) and download them
   kubectl mend release NODE           return a node the repair ladder quarantined to service
 
 Reference: docs/cli.md.`,
@@ -46,6 +47,6 @@ Reference: docs/cli.md.`,
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	g.bind(root)
-	root.AddCommand(newLogsCommand(g, s), newStatusCommand(g, s), newTimelineCommand(g, s), newExplainCommand(g, s), newReleaseCommand(g, s))
+	root.AddCommand(newLogsCommand(g, s), newCaptureCommand(g, s), newStatusCommand(g, s), newTimelineCommand(g, s), newExplainCommand(g, s), newReleaseCommand(g, s))
 	return root
 }

@@ -47,16 +47,11 @@ type Spec struct {
 // Validate checks what the CRD already checks at admission, again: the
 // agent must not trust that every object went through this CRD's schema.
 func (s Spec) Validate() error {
-	if !regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.:@-]{0,14}$`).MatchString(s.Interface) {
-		return fmt.Errorf("invalid interface name %q", s.Interface)
+	if err := ValidateInterface(s.Interface); err != nil {
+		return err
 	}
-	if len(s.Filter) > 1024 || strings.HasPrefix(s.Filter, "-") {
-		return fmt.Errorf("invalid filter: too long or starts with '-'")
-	}
-	for _, c := range s.Filter {
-		if c < ' ' || c > '~' {
-			return fmt.Errorf("invalid filter: only printable ASCII is allowed")
-		}
+	if err := ValidateFilter(s.Filter); err != nil {
+		return err
 	}
 	if s.ChunkBytes < 1<<20 || s.ChunkBytes > 4<<30 {
 		return fmt.Errorf("chunk size %d out of [1Mi, 4Gi]", s.ChunkBytes)
@@ -66,6 +61,33 @@ func (s Spec) Validate() error {
 	}
 	if !filepath.IsAbs(s.Dir) {
 		return fmt.Errorf("capture directory %q is not absolute", s.Dir)
+	}
+	return nil
+}
+
+// interfaceName is the CRD's pattern of packetCapture.interface: a Linux
+// interface name (at most 15 bytes, IFNAMSIZ) or "any", never an option.
+var interfaceName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.:@-]{0,14}$`)
+
+// ValidateInterface checks an interface name as the CRD does.
+func ValidateInterface(name string) error {
+	if !interfaceName.MatchString(name) {
+		return fmt.Errorf("invalid interface name %q: letters, digits and _.:@- only, at most 15, not starting with '-'", name)
+	}
+	return nil
+}
+
+// ValidateFilter checks a capture filter as the CRD does: at most 1024
+// printable ASCII characters, not starting with '-' (it is one argument
+// after "--" anyway; tcpdump itself judges the pcap-filter syntax).
+func ValidateFilter(f string) error {
+	if len(f) > 1024 || strings.HasPrefix(f, "-") {
+		return fmt.Errorf("invalid filter: longer than 1024 characters or starts with '-'")
+	}
+	for _, c := range f {
+		if c < ' ' || c > '~' {
+			return fmt.Errorf("invalid filter: only printable ASCII is allowed")
+		}
 	}
 	return nil
 }
