@@ -88,6 +88,7 @@ generate: $(BIN)/controller-gen
 	$(GO) run ./hack/genreasons
 	$(BIN)/controller-gen object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=deploy/crds
 	$(GO) run ./hack/genconfigdoc
+	$(GO) run ./hack/genmigration
 	$(GO) run ./hack/render-manifests
 
 $(BIN)/controller-gen: hack/tools/go.mod

@@ -61,6 +61,13 @@ type Family struct {
 	Description string `json:"description"`
 }
 
+// Members returns the reasons of f that fam stands for, in registry order.
+func (f *File) Members(fam Family) []Reason { return f.members(fam) }
+
+// MatchesTemplate reports whether name is template with its %d replaced by
+// one or more decimal digits.
+func MatchesTemplate(template, name string) bool { return matchesTemplate(template, name) }
+
 // members returns the reasons of f that belong to fam, in registry order.
 func (f *File) members(fam Family) []Reason {
 	var out []Reason
