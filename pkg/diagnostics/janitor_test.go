@@ -26,7 +26,8 @@ func entries(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestJanitor: bundles go 10 minutes after they were written, by file age
+// TestJanitor: bundles, captures and GPU diagnostic outputs go 10 minutes
+// after they were written, by file age
 // (so also across agent restarts); working files of a dead process go at
 // startup; files that are not ours stay.
 func TestJanitor(t *testing.T) {
@@ -53,11 +54,13 @@ func TestJanitor(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, ".pcap-q-1"), 0o700); err != nil { // a dead capture's spool
 		t.Fatal(err)
 	}
-	write("agent.log", time.Hour) // not ours
+	write("nodediagnostic-g-20240612T100000Z-gpu-diagnostic.json", 11*time.Minute) // a GPU diagnostic's output, expired
+	write("nodediagnostic-h-20240612T102500Z-gpu-diagnostic.json", 5*time.Minute)  // kept across the restart
+	write("agent.log", time.Hour)                                                  // not ours
 	write("capture.pcap.gz", time.Hour)
 	j := &janitor{dir: dir, retention: 10 * time.Minute, clock: clk, log: testr.New(t)}
 	j.sweep(true)
-	want := []string{"agent.log", "capture.pcap.gz", "nodediagnostic-b-20240612T102500Z.tar.gz", "nodediagnostic-q-20240612T102500Z.pcap.gz"}
+	want := []string{"agent.log", "capture.pcap.gz", "nodediagnostic-b-20240612T102500Z.tar.gz", "nodediagnostic-h-20240612T102500Z-gpu-diagnostic.json", "nodediagnostic-q-20240612T102500Z.pcap.gz"}
 	if got := entries(t, dir); !equal(got, want) {
 		t.Fatalf("after startup sweep: %v, want %v", got, want)
 	}
