@@ -66,10 +66,12 @@ DIR/NODE-logs.tar.gz, as kubectl ekslogs does, instead of DIR/NODE/FILE.
 With --upload-url the agent PUTs the bundle to that HTTPS URL (for example a pre-signed
 object-store URL) instead, and nothing is downloaded.
 
-With --gpu-diagnostic LEVEL the agent first runs NVIDIA DCGM's diagnostic at that level
-(1 quick to 4 extended) where DCGM runs, and the bundle carries its result; a failed test
-is reported on the node (DCGMDiagnosticFailure). The diagnostic loads the GPUs: drain the
-node first.
+With --gpu-diagnostic[=LEVEL] the agent first runs NVIDIA DCGM's diagnostic (the
+NodeDiagnostic's gpuDiagnostic) at that level, 1 quick (the default) to 4 extended, where
+DCGM runs; dcgmi's JSON result is saved beside the bundle (DIR/NODE/FILE-gpu-diagnostic.json,
+with --flat DIR/NODE-gpu-diagnostic.json) and the bundle carries it too; a failed test is
+reported on the node (DCGMDiagnosticFailure). The diagnostic loads the GPUs: drain the node
+first. The level goes after "=": in "--gpu-diagnostic 2" the 2 is an argument.
 
 Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get nodes/proxy
 (to download).`,
@@ -77,7 +79,7 @@ Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get n
   kubectl mend logs --flat ip-10-0-1-23.ec2.internal ip-10-0-1-24.ec2.internal   # ./NODE-logs.tar.gz, like kubectl ekslogs
   kubectl mend logs -l node.kubernetes.io/instance-type=p5.48xlarge --categories base,kernel,accelerators -o ./bundles
   kubectl mend logs ip-10-0-1-23.ec2.internal --upload-url "$(aws s3 presign ... )"
-  kubectl mend logs ip-10-0-1-23.ec2.internal --gpu-diagnostic 2 --categories accelerators`,
+  kubectl mend logs ip-10-0-1-23.ec2.internal --gpu-diagnostic=2 --categories accelerators`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), g, s, args)
 		},
@@ -96,7 +98,9 @@ Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get n
 	fl.BoolVar(&o.keep, "keep", false, "keep the NodeDiagnostic objects instead of deleting them")
 	fl.BoolVar(&o.fresh, "fresh", false, "always collect a new bundle instead of reusing a recent one")
 	fl.IntVar(&o.parallel, "parallel", 8, "nodes handled at once")
-	fl.Int32Var(&o.gpuLevel, "gpu-diagnostic", 0, "run DCGM's GPU diagnostic at this level (1-4) first; its result goes into the bundle (default --timeout then: the diagnostic's own plus 5m)")
+	fl.Int32Var(&o.gpuLevel, "gpu-diagnostic", 0, "run DCGM's GPU diagnostic first, at level 1 (quick) or --gpu-diagnostic=LEVEL (1-4); its JSON result is saved beside the bundle and goes into it (default --timeout then: the diagnostic's own plus 5m)")
+	// A bare --gpu-diagnostic is the API's default level.
+	fl.Lookup("gpu-diagnostic").NoOptDefVal = "1"
 	cmd.PreRun = func(cmd *cobra.Command, _ []string) {
 		if o.gpuLevel > 0 && !cmd.Flags().Changed("timeout") {
 			o.timeout = v1alpha1.DefaultGPUDiagnosticTimeout(o.gpuLevel) + 5*time.Minute
@@ -133,6 +137,14 @@ func (o *logsOptions) validate(args []string) error {
 	}
 	if o.gpuLevel < 0 || o.gpuLevel > 4 {
 		return fmt.Errorf("--gpu-diagnostic %d: the DCGM levels are 1 to 4", o.gpuLevel)
+	}
+	if o.gpuLevel > 0 {
+		// "--gpu-diagnostic 2" reads 2 as a node: the level takes "=".
+		for _, a := range args {
+			if len(a) == 1 && a[0] >= '1' && a[0] <= '4' {
+				return fmt.Errorf("%q is not a node: write the level as --gpu-diagnostic=%s", a, a)
+			}
+		}
 	}
 	return nil
 }
@@ -276,6 +288,13 @@ func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node
 	}
 	if g := done.Status.GPUDiagnostic; g != nil && g.Generation == done.Generation {
 		note += ", " + gpuNote(g)
+		if g.FileName != "" {
+			gpath, err := o.downloadGPUResult(ctx, c, prog, node, g)
+			if err != nil {
+				return "", "", fmt.Errorf("the bundle is saved as %s, but not the GPU diagnostic's result: %w", path, err)
+			}
+			note += "; result " + gpath
+		}
 	}
 	return "saved", fmt.Sprintf("%s (%s%s)", path, HumanBytes(st.SizeBytes), note), nil
 }
@@ -465,6 +484,21 @@ func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, 
 		prog.Tick(node, "downloading", "%s / %s", HumanBytes(done), HumanBytes(st.SizeBytes))
 	}, "use --upload-url")
 	return path, err
+}
+
+// downloadGPUResult fetches dcgmi's JSON output, which the agent keeps on
+// the node beside the bundle, and saves it beside the bundle here too.
+func (o *logsOptions) downloadGPUResult(ctx context.Context, c *Clients, prog *Progress, node string, g *v1alpha1.GPUDiagnosticStatus) (string, error) {
+	path, err := bundlePath(o.outputDir, node, g.FileName)
+	if err != nil {
+		return "", err
+	}
+	if o.flat {
+		// kubectl ekslogs-like flat name beside NODE-logs.tar.gz.
+		path = filepath.Join(o.outputDir, node+"-gpu-diagnostic.json")
+	}
+	prog.Update(node, "downloading", "%s (%s)", g.FileName, HumanBytes(g.SizeBytes))
+	return path, fetchNodeFile(ctx, c, node, g.FileName, g.SizeBytes, path, func(int64) {}, "use --upload-url")
 }
 
 func truncate(s string, n int) string {
