@@ -54,7 +54,7 @@ func TestReasonRows(t *testing.T) {
 		"| `ForkFailedOutOfPIDs` | KernelReady | Fatal | same | Fatal |",
 		"| `NvidiaXID&lt;N&gt;Error` | AcceleratedHardwareReady | Fatal | family `NvidiaXIDError`",
 		"| `&lt;service&gt;RepeatedRestart` | ContainerRuntimeReady | Warning | `RepeatedRestart`",
-		"| `RapidCron` | KernelReady | Warning | not detected |",
+		"| `RapidCron` | KernelReady | Warning | same | Warning |",
 	} {
 		if !strings.Contains(section, want) {
 			t.Errorf("no row %q in\n%s", want, section)
