@@ -81,6 +81,10 @@ func TestControllerRepairsWithOnlyItsServiceAccount(t *testing.T) {
 	if _, err := controller.Setup(runCtx, mgr, controller.Options{
 		Clock: clock.RealClock{}, Namespace: deploytest.Namespace, PauseConfigMap: "nodemend-pause", PoolLabel: poolLabel,
 		DrainPollInterval: 200 * time.Millisecond, Registerer: prometheus.NewRegistry(), SkipNameValidation: true,
+		// The whole path through the node lane, deletion included: the
+		// default ladder of an unowned node (Reboot, Quarantine) stops
+		// short of it.
+		ReplaceUnowned: true,
 	}); err != nil {
 		t.Fatal(err)
 	}
