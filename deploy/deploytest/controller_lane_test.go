@@ -61,7 +61,7 @@ func TestControllerWritesOnlyItsRepairStateOnNodes(t *testing.T) {
 		`{"spec":{"taints":[{"key":"nodemend.dev/repair","effect":"NoSchedule"}]}}`), "may only add or remove its own taint")
 	refused("adding another component's taint", patch(types.JSONPatchType,
 		`[{"op":"add","path":"/spec/taints/-","value":{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}}]`), "may only add or remove its own taint")
-	refused("cordoning", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`), "may not change a Node's labels, owners, finalizers or spec")
+	refused("cordoning without recording it", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`), "may cordon a Node only recording it")
 	refused("an owner", patch(types.MergePatchType,
 		`{"metadata":{"ownerReferences":[{"apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":"x","uid":"d6f5c1d2-0000-4000-8000-000000000001"}]}}`), "owners")
 	refused("a finalizer", patch(types.MergePatchType, `{"metadata":{"finalizers":["example.com/hold"]}}`), "finalizers")
@@ -74,6 +74,10 @@ func TestControllerWritesOnlyItsRepairStateOnNodes(t *testing.T) {
 		t.Errorf("the node after the refused writes: %+v %+v", got.ObjectMeta, got.Spec)
 	}
 
+	allowed("a quarantine's cordon, recorded", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/cordoned":"true"}},"spec":{"unschedulable":true}}`))
+	allowed("lifting its own cordon", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/cordoned":null}},"spec":{"unschedulable":false}}`))
+	Must[*corev1.Node](t)(admin.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}))
+	refused("lifting a human's cordon", patch(types.MergePatchType, `{"spec":{"unschedulable":false}}`), "uncordon only a Node it cordoned")
 	allowed("handing over", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/repair-phase":"Terminating"}}}`))
 	allowed("deleting the node handed over", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
 }
