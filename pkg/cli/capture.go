@@ -115,13 +115,6 @@ func (o *captureOptions) run(ctx context.Context, g *Global, s Streams, node str
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	c, err := g.Clients()
-	if err != nil {
-		return err
-	}
-	if err := c.CheckCRD(); err != nil {
-		return err
-	}
 	need := []Access{
 		{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to request the capture"},
 		{Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to follow its progress"},
@@ -131,7 +124,8 @@ func (o *captureOptions) run(ctx context.Context, g *Global, s Streams, node str
 	if len(o.uploadURLs) == 0 {
 		need = append(need, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Why: "to download the capture through the API server's node proxy; use --upload-url otherwise"})
 	}
-	if err := c.CheckAccess(ctx, need...); err != nil {
+	c, err := g.NodeDiagnosticClients(ctx, need...)
+	if err != nil {
 		return err
 	}
 	if _, err := c.Core.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {

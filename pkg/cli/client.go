@@ -106,6 +106,23 @@ func (g *Global) Clients() (*Clients, error) {
 // ErrCRDMissing means nodemend's CRDs are not installed.
 var ErrCRDMissing = errors.New("the NodeDiagnostic CRD (nodediagnostics.nodemend.dev) is not installed in this cluster; install nodemend (deploy/crds) first")
 
+// NodeDiagnosticClients connects, checks that the NodeDiagnostic CRD is
+// installed and that the caller may do what need lists: what every command
+// that requests work from an agent checks before it starts.
+func (g *Global) NodeDiagnosticClients(ctx context.Context, need ...Access) (*Clients, error) {
+	c, err := g.Clients()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CheckCRD(); err != nil {
+		return nil, err
+	}
+	if err := c.CheckAccess(ctx, need...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // CheckCRD verifies that the API server serves NodeDiagnostics.
 func (c *Clients) CheckCRD() error {
 	_, err := c.Core.Discovery().ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())

@@ -158,13 +158,6 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	c, err := g.Clients()
-	if err != nil {
-		return err
-	}
-	if err := c.CheckCRD(); err != nil {
-		return err
-	}
 	need := []Access{
 		{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to request a bundle"},
 		{Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to follow its progress"},
@@ -175,7 +168,8 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 	if o.uploadURL == "" {
 		need = append(need, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Why: "to download bundles through the API server's node proxy; use --upload-url otherwise"})
 	}
-	if err := c.CheckAccess(ctx, need...); err != nil {
+	c, err := g.NodeDiagnosticClients(ctx, need...)
+	if err != nil {
 		return err
 	}
 	nodes, err := o.nodes(ctx, c, args)
