@@ -1,6 +1,8 @@
 // Command genreasons regenerates pkg/health/reasons_generated.go and
-// docs/reasons.md from pkg/health/reasons.yaml. With -update-lock it also
-// rewrites pkg/health/reasons.lock (do that only on purpose, with a CHANGELOG entry).
+// docs/reasons.md from pkg/health/reasons.yaml, and pins reasons added since
+// the last run in pkg/health/reasons.lock once they are compatible with it.
+// With -update-lock it rewrites the lock whole, accepting a breaking change
+// (do that only on purpose, with a CHANGELOG entry).
 package main
 
 import (
@@ -50,6 +52,10 @@ func run(root string, updateLock bool) error {
 		if err := f.CheckCompatible(lock); err != nil {
 			return err
 		}
+		// Compatible means every pinned reason is still there unchanged, so
+		// the registry's lock is the old one plus the reasons added since:
+		// a reason is pinned from the first generate that ships it.
+		writes["pkg/health/reasons.lock"] = f.RenderLock()
 	} else if os.IsNotExist(err) {
 		writes["pkg/health/reasons.lock"] = f.RenderLock()
 	}

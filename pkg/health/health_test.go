@@ -62,6 +62,20 @@ func TestReasonLockCompatibility(t *testing.T) {
 	}
 }
 
+// TestEveryReasonIsPinned fails when a reason ships without a line in
+// reasons.lock: `make generate` pins additions, and an unpinned reason could
+// be renamed or dropped later without TestReasonLockCompatibility noticing.
+func TestEveryReasonIsPinned(t *testing.T) {
+	f := loadRegistry(t)
+	data, err := os.ReadFile("reasons.lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(data), string(f.RenderLock()); got != want {
+		t.Errorf("reasons.lock does not pin exactly the registry's reasons: run `make generate`")
+	}
+}
+
 func TestGeneratedTableMatchesRegistry(t *testing.T) {
 	f := loadRegistry(t)
 	got := health.Reasons()
