@@ -1,15 +1,27 @@
 // Package agent wires nodemend-agent together: config → monitors → (log
 // sources + rule matcher, scheduler of checks) → exporter → Kubernetes API.
+//
+// One file per job:
+//   - agent.go: options, start and stop (Run)
+//   - pipeline.go: the config-derived pipeline, built and swapped in on
+//     every config load or applicability change (applyConfig)
+//   - lines.go: a log line through the matcher to the exporter (handleLine)
+//   - checks.go: periodic checks run by the scheduler, and problems reported
+//     once until they clear (reportOnce)
+//   - sources.go: log readers and monitor streams, restarted with backoff
+//   - applies.go: which monitors apply to this node, re-checked over time
+//   - monitors.go: the monitors built from the table (pkg/monitors) and
+//     their node-label cache
+//   - boot.go, pods.go, dcgm.go: what monitors and the exporter are given
+//   - diagnostics.go, remediation.go: the NodeDiagnostic and
+//     NodeRemediation runners beside the pipeline
 package agent
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,20 +29,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/internal/coreclient"
-	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/agent/events"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
-	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"
-	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Options configure an agent.
@@ -85,12 +92,15 @@ type Agent struct {
 	sched    *scheduler.Scheduler
 	pods     podCache
 
-	// pipeline is the config-derived state, swapped whole on reload.
+	// pipeline is the config-derived state, swapped whole on reload
+	// (pipeline.go) and read under mu by every line (lines.go), check
+	// (checks.go) and applicability poll (applies.go).
 	mu       sync.Mutex
 	pipeline *pipeline
-	// interpretMu serializes Interpret: monitors keep windows and counters.
+	// interpretMu serializes Interpret (lines.go): monitors keep windows and
+	// counters.
 	interpretMu sync.Mutex
-	// applyMu serializes pipeline rebuilds (config reloads and
+	// applyMu serializes pipeline rebuilds (pipeline.go: config reloads and
 	// applicability changes).
 	applyMu sync.Mutex
 
@@ -217,216 +227,4 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.applyMu.Unlock()
 	wg.Wait()
 	return nil
-}
-
-// loadConfig applies the first config and, when there is a file, keeps
-// watching it. Without a file the defaults apply and nothing is watched.
-func (a *Agent) loadConfig(ctx context.Context) error {
-	if a.opts.ConfigPath == "" {
-		return a.applyConfig(ctx, config.Default(), nil)
-	}
-	first := make(chan error, 1)
-	var loaded atomic.Bool
-	go config.Watch(ctx, a.opts.ConfigPath, a.opts.ConfigPoll, func(c config.Config, err error) {
-		err = a.applyConfig(ctx, c, err)
-		if !loaded.Swap(true) {
-			first <- err
-		}
-	})
-	return <-first
-}
-
-// applyConfig builds a new pipeline from c and swaps it in. On error the
-// current pipeline stays.
-func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error) error {
-	a.applyMu.Lock()
-	defer a.applyMu.Unlock()
-	if loadErr != nil {
-		a.metrics.ConfigReload(false)
-		a.mu.Lock()
-		running := a.pipeline != nil
-		a.mu.Unlock()
-		if running {
-			a.opts.Log.Error(loadErr, "rejected new agent config; the last good config stays in force", "path", a.opts.ConfigPath)
-			a.recorder.Event(a.exporter.NodeRef(), corev1.EventTypeWarning, "InvalidAgentConfig", health.BoundMessage(
-				fmt.Sprintf("nodemend-agent rejected %s and keeps its last good config: %v", a.opts.ConfigPath, loadErr)))
-		}
-		return loadErr
-	}
-	p, err := a.buildPipeline(ctx, c)
-	if err != nil {
-		a.metrics.ConfigReload(false)
-		return err
-	}
-	a.mu.Lock()
-	old := a.pipeline
-	a.pipeline = p
-	a.mu.Unlock()
-
-	var enabled []health.Monitor
-	for _, m := range p.monitors {
-		hm, _ := health.LookupMonitor(m.Name())
-		enabled = append(enabled, hm)
-	}
-	a.exporter.SetMonitors(enabled)
-	var jobs []scheduler.Job
-	for _, m := range p.monitors {
-		for _, chk := range m.Checks() {
-			jobs = append(jobs, a.checkJob(chk))
-		}
-	}
-	if err := a.sched.Set(jobs); err != nil {
-		return err
-	}
-	// Sources restart only when their settings change: a restart re-reads
-	// from the end and could miss lines written in between.
-	if old != nil && reflect.DeepEqual(old.cfg.Sources, c.Sources) {
-		p.sources = old.sources
-	} else {
-		if old != nil {
-			old.stop()
-		}
-		p.sources = a.startSources(ctx, c)
-	}
-	if old != nil {
-		old.release()
-	}
-	p.streams = a.startStreams(ctx, p)
-	a.metrics.ConfigReload(true)
-	a.opts.Log.Info("agent config applied", "monitors", len(p.monitors))
-	return nil
-}
-
-// pipeline is everything derived from one config.
-type pipeline struct {
-	cfg config.Config
-	// candidates are the enabled monitors; monitors those of them that apply
-	// to this node (see monitor.Applier).
-	candidates []monitor.Monitor
-	monitors   []monitor.Monitor
-	matcher    *rules.Matcher
-	// byReason finds the monitor that interprets a rule's matches.
-	byReason map[string]monitor.Monitor
-	sources  *runningSources
-	// streams run the push sources (monitor.Streamer) of the monitors.
-	streams *runningSources
-}
-
-func (p *pipeline) stop() {
-	if p.sources != nil {
-		p.sources.stop()
-	}
-}
-
-func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, error) {
-	env := monitor.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
-	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
-	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgmSource)
-	p.monitors = applicable(ctx, p.candidates)
-	var all []logline.Rule
-	for _, m := range p.monitors {
-		for _, r := range m.Rules() {
-			if _, on := c.Effective(r.Reason); !on {
-				continue
-			}
-			p.byReason[r.Reason] = m
-			all = append(all, r)
-		}
-	}
-	matcher, err := rules.Compile(all)
-	if err != nil {
-		return nil, fmt.Errorf("compiling log rules: %w", err)
-	}
-	p.matcher = matcher
-	return p, nil
-}
-
-// handleLine runs one log line through the rules and reports what matched.
-func (a *Agent) handleLine(line logline.Line) {
-	a.metrics.LineRead(string(line.Source))
-	a.mu.Lock()
-	p := a.pipeline
-	a.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.matcher.Match(line, func(m logline.Match) {
-		mon := p.byReason[m.Reason]
-		if mon == nil {
-			return
-		}
-		a.interpretMu.Lock()
-		findings := mon.Interpret(m)
-		a.interpretMu.Unlock()
-		for _, f := range findings {
-			if f.Observed.IsZero() {
-				f.Observed = line.Time
-			}
-			a.report(p, f)
-		}
-	})
-}
-
-// report publishes a log- or stream-derived finding under p's config.
-func (a *Agent) report(p *pipeline, f monitor.Finding) {
-	if r, on := p.cfg.Effective(f.Reason); on {
-		a.exporter.Report(exporter.Detection{Reason: f.Effective(r), Finding: f})
-	}
-}
-
-// checkJob wraps a check for the scheduler: a bounded run, errors reported
-// once until the check works again, results to the exporter.
-func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
-	return scheduler.Job{Name: chk.Name, Period: chk.Period, Run: func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, chk.Period)
-		defer cancel()
-		findings, err := chk.Run(ctx)
-		key := "check/" + chk.Name
-		if err != nil {
-			a.metrics.CheckError(chk.Name)
-			a.errOnce.report(key, fmt.Errorf("check %s could not read its input; keeping the previous state: %w", chk.Name, err))
-			return
-		}
-		a.errOnce.clear(key)
-		a.mu.Lock()
-		cfg := a.pipeline.cfg
-		a.mu.Unlock()
-		var ds []exporter.Detection
-		for _, f := range findings {
-			if r, on := cfg.Effective(f.Reason); on {
-				ds = append(ds, exporter.Detection{Reason: f.Effective(r), Finding: f})
-			}
-		}
-		a.exporter.ReportCheck(chk.Reasons, ds)
-	}}
-}
-
-// reportOnce logs a recurring problem once, and again only after it cleared.
-type reportOnce struct {
-	mu      sync.Mutex
-	active  map[string]bool
-	log     logr.Logger
-	metrics *metrics.Agent
-}
-
-func (r *reportOnce) report(key string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.active == nil {
-		r.active = map[string]bool{}
-	}
-	if r.active[key] {
-		return
-	}
-	r.active[key] = true
-	r.log.Error(err, "agent problem (reported once until it clears)", "what", key)
-}
-
-func (r *reportOnce) clear(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.active[key] {
-		delete(r.active, key)
-		r.log.Info("agent problem cleared", "what", key)
-	}
 }

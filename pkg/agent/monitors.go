@@ -1,6 +1,10 @@
 package agent
 
 import (
+	"context"
+	"sync"
+	"time"
+
 	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors"
@@ -23,4 +27,36 @@ func buildMonitors(c config.Config, env monitor.Env, opts Options, pods podCache
 		}
 	}
 	return ms
+}
+
+// nodeLabels serves this node's labels to the accelerator monitors (expected
+// device counts) from a cache refreshed at most every labelTTL: a check every
+// 30 s on thousands of nodes must not become API load.
+func (a *Agent) nodeLabels() accel.NodeLabels {
+	const labelTTL = 5 * time.Minute
+	var (
+		mu      sync.Mutex
+		labels  map[string]string
+		fetched time.Time
+	)
+	return func(ctx context.Context) (map[string]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := a.opts.Clock.Now()
+		if labels != nil && now.Sub(fetched) < labelTTL {
+			return labels, nil
+		}
+		n, err := a.opts.Client.GetNode(ctx, a.opts.NodeName)
+		if err != nil {
+			if labels != nil {
+				return labels, nil // stale labels beat none
+			}
+			return nil, err
+		}
+		labels, fetched = n.Labels, now
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		return labels, nil
+	}
 }

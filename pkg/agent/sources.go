@@ -10,6 +10,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/source/journal"
 	"nodemend.dev/nodemend/pkg/source/kmsg"
 )
@@ -79,6 +80,31 @@ func (a *Agent) startSources(parent context.Context, c config.Config) *runningSo
 		}
 		r := journal.NewReader(opts)
 		run("journal", func(ctx context.Context) error { return r.Run(ctx, a.handleLine) })
+	}
+	return rs
+}
+
+// startStreams runs the push sources of p's monitors, each restarted with
+// backoff when it fails (the vendor library may come and go).
+func (a *Agent) startStreams(parent context.Context, p *pipeline) *runningSources {
+	ctx, cancel := context.WithCancel(parent)
+	rs := &runningSources{cancel: cancel}
+	for _, m := range p.monitors {
+		st, ok := m.(monitor.Streamer)
+		if !ok {
+			continue
+		}
+		name := "stream/" + m.Name()
+		rs.wg.Add(1)
+		go func() {
+			defer rs.wg.Done()
+			a.supervise(5*time.Minute, name, name).Go(ctx, func(ctx context.Context) error {
+				if err := st.Stream(ctx, func(f monitor.Finding) { a.report(p, f) }); err != nil {
+					return err
+				}
+				return errors.New("stream ended")
+			})
+		}()
 	}
 	return rs
 }

@@ -1,0 +1,40 @@
+package agent
+
+import (
+	"nodemend.dev/nodemend/pkg/agent/exporter"
+	"nodemend.dev/nodemend/pkg/logline"
+	"nodemend.dev/nodemend/pkg/monitor"
+)
+
+// handleLine runs one log line through the rules and reports what matched.
+func (a *Agent) handleLine(line logline.Line) {
+	a.metrics.LineRead(string(line.Source))
+	a.mu.Lock()
+	p := a.pipeline
+	a.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.matcher.Match(line, func(m logline.Match) {
+		mon := p.byReason[m.Reason]
+		if mon == nil {
+			return
+		}
+		a.interpretMu.Lock()
+		findings := mon.Interpret(m)
+		a.interpretMu.Unlock()
+		for _, f := range findings {
+			if f.Observed.IsZero() {
+				f.Observed = line.Time
+			}
+			a.report(p, f)
+		}
+	})
+}
+
+// report publishes a log- or stream-derived finding under p's config.
+func (a *Agent) report(p *pipeline, f monitor.Finding) {
+	if r, on := p.cfg.Effective(f.Reason); on {
+		a.exporter.Report(exporter.Detection{Reason: f.Effective(r), Finding: f})
+	}
+}
