@@ -111,6 +111,20 @@ func waitPhase(t *testing.T, name string, want v1alpha1.RemediationPhase) *v1alp
 	return o
 }
 
+// waitReboots waits until the host has been asked to reboot want times. The
+// executor writes Accepted before it touches the host (the write is what
+// licenses the reboot), so the Accepted phase alone does not make the count
+// final; the hook having run does.
+func waitReboots(t *testing.T, h *fakeHost, want int32) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return h.reboots.Load() >= want, nil
+	})
+	if n := h.reboots.Load(); err != nil || n != want {
+		t.Fatalf("%d reboots, want %d", n, want)
+	}
+}
+
 // A reboot order is accepted with the boot it was made for, carried out once,
 // and recorded as done by the agent of the next boot; neither a resync nor
 // a restart runs it again.
@@ -123,9 +137,7 @@ func TestRebootOnceAndRecordedByTheNextBoot(t *testing.T) {
 	if o.Status.BootID != "boot-1" || o.Status.Mechanism != "fake" || o.Status.AcceptedTime == nil {
 		t.Errorf("accepted status = %+v", o.Status)
 	}
-	if n := h.reboots.Load(); n != 1 {
-		t.Fatalf("%d reboots, want 1", n)
-	}
+	waitReboots(t, h, 1)
 	stop()
 
 	// The host came back with a new boot; a new agent starts.
@@ -148,6 +160,7 @@ func TestAcceptedOrderIsNotRetriedOnTheSameBoot(t *testing.T) {
 	startExecutor(t, ctx, "exec-n2", h, nil)
 	createOrder(t, "reboot-2", "exec-n2", v1alpha1.HostReboot, "boot-1")
 	waitPhase(t, "reboot-2", v1alpha1.RemediationAccepted)
+	waitReboots(t, h, 1)
 	stop()
 	startExecutor(t, t.Context(), "exec-n2", h, nil)
 	o := waitPhase(t, "reboot-2", v1alpha1.RemediationFailed)
