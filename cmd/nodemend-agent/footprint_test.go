@@ -7,8 +7,8 @@ import (
 )
 
 // The agent links only the API kinds it uses (docs/agent.md#footprint): no
-// typed clientset or its scheme (every API group), no apply
-// configurations, no OpenAPI models (strategic merge patches), and of
+// typed clientset or its scheme (every API group), no dynamic client (its
+// apply machinery and unstructured round trips), no apply configurations, no OpenAPI models (strategic merge patches), and of
 // k8s.io/api only core/v1.
 func TestAgentLinksOnlyTheKindsItUses(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
@@ -23,6 +23,8 @@ func TestAgentLinksOnlyTheKindsItUses(t *testing.T) {
 		"k8s.io/client-go/kubernetes",
 		"k8s.io/client-go/applyconfigurations/",
 		"k8s.io/client-go/informers",
+		"k8s.io/client-go/dynamic",
+		"k8s.io/client-go/util/apply",
 		"k8s.io/client-go/tools/record",
 		"k8s.io/apimachinery/pkg/util/strategicpatch",
 		"k8s.io/kube-openapi/pkg/util/proto",

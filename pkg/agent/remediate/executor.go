@@ -9,13 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -24,9 +18,6 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/textcut"
 )
-
-// Resource is the NodeRemediation resource.
-var Resource = schema.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "noderemediations"}
 
 // Options configure an Executor.
 type Options struct {
@@ -58,7 +49,7 @@ type Options struct {
 // Executor carries out the NodeRemediations of one node.
 type Executor struct {
 	opts     Options
-	client   dynamic.NamespaceableResourceInterface
+	client   *orders
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
 	// accepted are the orders this process accepted: their outcome is
@@ -81,29 +72,18 @@ func New(opts Options) (*Executor, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	dc, err := dynamic.NewForConfig(opts.Config)
+	client, err := newOrders(opts.Config)
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{opts: opts, client: dc.Resource(Resource), accepted: map[types.UID]bool{}}, nil
+	return &Executor{opts: opts, client: client, accepted: map[types.UID]bool{}}, nil
 }
 
 // Run serves the node's NodeRemediations until ctx ends.
 func (e *Executor) Run(ctx context.Context) error {
-	sel := fields.OneTermEqualSelector("spec.nodeName", e.opts.NodeName).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return e.client.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return e.client.Watch(ctx, o)
-		},
-	}
 	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "noderemediations"})
-	e.informer = cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 10*time.Minute, cache.Indexers{})
+	e.informer = cache.NewSharedIndexInformer(e.client.forNode(e.opts.NodeName), &v1alpha1.NodeRemediation{}, 10*time.Minute, cache.Indexers{})
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			e.queue.Add(key)
@@ -175,25 +155,21 @@ func (e *Executor) sync(ctx context.Context, name string) error {
 	if err != nil || !exists {
 		return err
 	}
-	cached, err := fromUnstructured(item)
-	if err != nil {
-		return err
+	cached, ok := item.(*v1alpha1.NodeRemediation)
+	if !ok {
+		return fmt.Errorf("unexpected object %T in the NodeRemediation cache", item)
 	}
 	if e.accepted[cached.UID] || Judge(cached, e.facts()).Verdict == Ignore {
 		return nil
 	}
 	// The confirmation: a fresh read from the API server. An agent that
 	// lost the API acts on nothing its cache held.
-	u, err := e.client.Get(ctx, name, metav1.GetOptions{})
+	fresh, err := e.client.get(ctx, name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("confirming the order: %w", err)
-	}
-	fresh, err := fromUnstructured(u)
-	if err != nil {
-		return err
 	}
 	j := Judge(fresh, e.facts())
 	log := e.opts.Log.WithValues("order", name, "action", fresh.Spec.Action)
@@ -275,29 +251,7 @@ func (e *Executor) writeStatus(ctx context.Context, o *v1alpha1.NodeRemediation,
 		now := metav1.NewTime(e.opts.Clock.Now())
 		o.Status.CompletedTime = &now
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("NodeRemediation"))
-	out, err := e.client.UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return fromUnstructured(out)
-}
-
-func fromUnstructured(obj any) (*v1alpha1.NodeRemediation, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("unexpected object %T", obj)
-	}
-	o := &v1alpha1.NodeRemediation{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, o); err != nil {
-		return nil, fmt.Errorf("decoding NodeRemediation %s: %w", u.GetName(), err)
-	}
-	return o, nil
+	return e.client.updateStatus(ctx, o)
 }
 
 // ignoreConflict: a conflict means the order changed since the fresh read;

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -212,12 +211,11 @@ func TestNoActionWithoutAFreshConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.informer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	e.informer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.NodeRemediation{}, 0, cache.Indexers{})
 	stale := func(name string) {
 		o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now(), UID: "u-" + "name", ResourceVersion: "1"},
 			Spec: v1alpha1.NodeRemediationSpec{NodeName: "exec-n4", Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300}}
-		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err := e.informer.GetStore().Add(&unstructured.Unstructured{Object: m}); err != nil {
+		if err := e.informer.GetStore().Add(o); err != nil {
 			t.Fatal(err)
 		}
 	}
