@@ -34,9 +34,6 @@ func (p Palette) Paint(st Style, s string) string {
 	return ansi[st] + s + "\x1b[0m"
 }
 
-// On reports whether colour is on.
-func (p Palette) On() bool { return p.on }
-
 // ColorMode is the --color flag: auto, always or never.
 type ColorMode string
 

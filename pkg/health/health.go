@@ -139,15 +139,6 @@ func LookupFamily(name string) (Family, bool) {
 	return Family{}, false
 }
 
-// Families returns a copy of the family table, in registry order.
-func Families() []Family {
-	fs := slices.Clone(families())
-	for i := range fs {
-		fs[i].Members = slices.Clone(fs[i].Members)
-	}
-	return fs
-}
-
 // FamiliesOf returns the names of the families that reason belongs to.
 func FamiliesOf(reason string) []string {
 	var out []string

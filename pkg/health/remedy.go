@@ -43,14 +43,3 @@ var catalogueRemedies = map[string]Remedy{
 // CatalogueRemedy is the remedy of reason; RemedyNone when the catalogue
 // names none (or the reason is not an accelerator fault).
 func CatalogueRemedy(reason string) Remedy { return catalogueRemedies[reason] }
-
-// ResetRemedies lists the reasons a GPU reset resolves.
-func ResetRemedies() []string {
-	var out []string
-	for r, m := range catalogueRemedies {
-		if m == RemedyResetGPU {
-			out = append(out, r)
-		}
-	}
-	return out
-}

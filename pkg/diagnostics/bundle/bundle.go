@@ -58,9 +58,6 @@ func New(w io.Writer, opts Options) *Writer {
 	}
 }
 
-// Written is the compressed size so far.
-func (b *Writer) Written() int64 { return b.out.n }
-
 // Full reports that the cap was reached: later entries are left out.
 func (b *Writer) Full() bool { return b.full }
 

@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -57,12 +55,6 @@ func (c *Client) List(ctx context.Context, opts metav1.ListOptions) (*v1alpha1.N
 	return out, err
 }
 
-// Watch watches objects.
-func (c *Client) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.Watch = true
-	return c.rc.Get().Resource(Resource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
-}
-
 // Create creates an object.
 func (c *Client) Create(ctx context.Context, obj *v1alpha1.NodeDiagnostic) (*v1alpha1.NodeDiagnostic, error) {
 	out := &v1alpha1.NodeDiagnostic{}
@@ -87,13 +79,6 @@ func (c *Client) UpdateStatus(ctx context.Context, obj *v1alpha1.NodeDiagnostic)
 // by the API server on the selectable field spec.nodeName.
 func (c *Client) ListWatchForNode(node string) *cache.ListWatch {
 	return cache.NewListWatchFromClient(c.rc, Resource, metav1.NamespaceAll, fields.OneTermEqualSelector(NodeNameField, node))
-}
-
-// Codecs serialize NodeDiagnostics (JSON, no conversion).
-func Codecs() runtime.NegotiatedSerializer {
-	scheme := runtime.NewScheme()
-	_ = v1alpha1.AddToScheme(scheme)
-	return serializer.NewCodecFactory(scheme).WithoutConversion()
 }
 
 // Update writes obj's spec and metadata.
