@@ -5,6 +5,7 @@ BIN := bin
 # nodemend-agent's build tags. grpcnotrace: gRPC (the CRI client) leaves out
 # golang.org/x/net/trace, whose html/template keeps the linker from dropping
 # unused methods: 6 MB of the agent's binary (docs/agent.md#footprint).
+# agent.Dockerfile and hack/images build with the same tags (deploy/deploytest).
 AGENT_TAGS := grpcnotrace
 
 .PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e e2e-node bench bench-fleet bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean

@@ -204,3 +204,41 @@ func TestAgentImageCarriesOnlyItsTools(t *testing.T) {
 		}
 	}
 }
+
+// The agent is built with the same tags and strip flags everywhere it is
+// built to ship: the Makefile's build (AGENT_TAGS, which make bench-agent
+// passes too) and the Dockerfile (hack/images agrees with the Dockerfile,
+// hack/images' agreement test). A tag left out of one would ship a
+// different binary (grpcnotrace: 6 MB, docs/agent.md#footprint).
+func TestAgentBuildFlagsAgree(t *testing.T) {
+	makefile := string(Must[[]byte](t)(os.ReadFile(filepath.Join(RepoRoot(), "Makefile"))))
+	m := regexp.MustCompile(`(?m)^AGENT_TAGS\s*:?=\s*(\S+)\s*$`).FindStringSubmatch(makefile)
+	if m == nil {
+		t.Fatal("the Makefile sets no AGENT_TAGS")
+	}
+	tags := m[1]
+	var makeBuild string
+	for _, l := range strings.Split(makefile, "\n") {
+		if strings.Contains(l, "go build") || strings.Contains(l, "$(GO) build") {
+			if strings.Contains(l, "./cmd/nodemend-agent") && !strings.Contains(l, "grep") {
+				makeBuild = l
+			}
+		}
+	}
+	for _, want := range []string{"-trimpath", `-tags "$(AGENT_TAGS)"`, `-ldflags="-s -w"`} {
+		if !strings.Contains(makeBuild, want) {
+			t.Errorf("the Makefile's agent build lacks %s: %q", want, makeBuild)
+		}
+	}
+	var dockerBuild string
+	for _, r := range find(dockerfile(t, "agent.Dockerfile"), "RUN") {
+		if strings.Contains(r.Args, "go build") {
+			dockerBuild = r.Args
+		}
+	}
+	for _, want := range []string{"-trimpath", "-tags=" + tags + " ", `-ldflags="-s -w"`} {
+		if !strings.Contains(dockerBuild, want) {
+			t.Errorf("agent.Dockerfile's go build lacks %s (the Makefile's AGENT_TAGS is %s): %q", strings.TrimSpace(want), tags, dockerBuild)
+		}
+	}
+}

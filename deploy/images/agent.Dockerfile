@@ -8,7 +8,8 @@
 # runtime image is a glibc one. It carries only the host tools the agent
 # runs itself (the list is checked against the code by deploy/deploytest);
 # GPU tools (nvidia-smi, amd-smi, neuron-ls) must match the host's driver
-# and come from the host or the vendor's container toolkit.
+# and come from the host or the vendor's container toolkit. Its build tags
+# are the Makefile's AGENT_TAGS (deploy/deploytest checks that they agree).
 
 ARG GO_VERSION=1.26.8
 ARG DEBIAN_RELEASE=bookworm
@@ -20,7 +21,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" \
-    go build -trimpath -ldflags="-s -w" -o /out/nodemend-agent ./cmd/nodemend-agent
+    go build -trimpath -ldflags="-s -w" -tags=grpcnotrace -o /out/nodemend-agent ./cmd/nodemend-agent
 
 FROM debian:${DEBIAN_RELEASE}-slim
 # journalctl (systemd): the journal source and journal collectors

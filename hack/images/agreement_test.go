@@ -26,6 +26,7 @@ type dockerfileImage struct {
 	CGO        bool
 	Package    string
 	BuildFlags []string // -trimpath, -ldflags=…
+	Tags       string   // -tags
 	BinaryPath string
 	User       string
 	Entrypoint []string
@@ -48,6 +49,7 @@ var (
 	distrolessFrom = regexp.MustCompile(`/distroless/static-debian(\d+)(:nonroot)?$`)
 	goBuildOut     = regexp.MustCompile(`-o\s+(\S+)`)
 	ldflags        = regexp.MustCompile(`-ldflags=("[^"]*"|'[^']*'|\S+)`)
+	tagsFlag       = regexp.MustCompile(`-tags[= ]("[^"]*"|'[^']*'|\S+)`)
 )
 
 // readDockerfile reads the declarations of a nodemend Dockerfile: a build
@@ -99,6 +101,9 @@ func readDockerfile(data []byte) (dockerfileImage, error) {
 				}
 				if m := ldflags.FindStringSubmatch(cmdline); m != nil {
 					d.BuildFlags = append(d.BuildFlags, "-ldflags="+strings.Trim(m[1], `"'`))
+				}
+				if m := tagsFlag.FindStringSubmatch(cmdline); m != nil {
+					d.Tags = strings.Trim(m[1], `"'`)
 				}
 				if m := goBuildOut.FindStringSubmatch(cmdline); m != nil {
 					buildOut = m[1]
@@ -240,6 +245,9 @@ func disagreements(im image, d dockerfileImage) []string {
 	if !slices.Equal(d.BuildFlags, want) {
 		differ("go build flags", d.BuildFlags, want)
 	}
+	if d.Tags != im.Tags {
+		differ("build tags", d.Tags, im.Tags)
+	}
 	if d.BinaryPath != im.BinaryPath {
 		differ("binary path", d.BinaryPath, im.BinaryPath)
 	}
@@ -331,6 +339,8 @@ func TestDisagreementsNoticeDockerfileChanges(t *testing.T) {
 		{"port", "USER 0:0", "EXPOSE 8088\nUSER 0:0", "EXPOSE"},
 		{"release", "DEBIAN_RELEASE=bookworm", "DEBIAN_RELEASE=trixie", "base"},
 		{"cgo", "CGO_ENABLED=1", "CGO_ENABLED=0", "cgo"},
+		{"build tags", "-tags=grpcnotrace ", "", "build tags"},
+		{"strip flags", `-ldflags="-s -w" `, "", "go build flags"},
 		{"package in a second RUN", "USER 0:0", "RUN apt-get update && apt-get install -y --no-install-recommends curl\nUSER 0:0", "packages"},
 		{"package after apt-get options", "&& rm -rf", "&& DEBIAN_FRONTEND=noninteractive apt-get -y --no-install-recommends install gdb && rm -rf", "packages"},
 		{"package version pinned", " tcpdump ", " tcpdump=4.99.3-1 ", "packages"},

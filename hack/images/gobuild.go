@@ -23,6 +23,7 @@ import (
 type goEnv struct {
 	GOOS, GOARCH string
 	CGO          bool
+	Tags         string // build tags (-tags), comma-separated
 }
 
 // buildFlags are the go build flags of every image binary: the Dockerfiles'
@@ -67,7 +68,7 @@ func sourceKeys(ctx context.Context, root string, env goEnv, pkgs ...string) (ma
 	if err != nil {
 		return nil, err
 	}
-	out, err := output(ctx, root, env.environ(), "go", append([]string{"list", "-deps", "-json"}, pkgs...)...)
+	out, err := output(ctx, root, env.environ(), "go", append([]string{"list", "-deps", "-json", "-tags=" + env.Tags}, pkgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func sourceKeys(ctx context.Context, root string, env goEnv, pkgs ...string) (ma
 // toolchainDigest digests what every build in env shares.
 func toolchainDigest(ctx context.Context, root string, env goEnv) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "goenv %s/%s cgo=%v flags=%q GOFLAGS=%q\n", env.GOOS, env.GOARCH, env.CGO, buildFlags, os.Getenv("GOFLAGS"))
+	fmt.Fprintf(h, "goenv %s/%s cgo=%v tags=%q flags=%q GOFLAGS=%q\n", env.GOOS, env.GOARCH, env.CGO, env.Tags, buildFlags, os.Getenv("GOFLAGS"))
 	version, err := output(ctx, root, env.environ(), "go", "env", "GOVERSION", "CC", "CGO_CFLAGS")
 	if err != nil {
 		return "", err
@@ -187,6 +188,9 @@ func hashFile(w io.Writer, name string) error {
 // goBuild builds pkg into out.
 func goBuild(ctx context.Context, root string, env goEnv, pkg, out string, log io.Writer) error {
 	args := append([]string{"build"}, buildFlags...)
+	if env.Tags != "" {
+		args = append(args, "-tags="+env.Tags)
+	}
 	args = append(args, "-o", out, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir, cmd.Env = root, env.environ()

@@ -373,7 +373,7 @@ var debianArch = map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "a
 
 // binary returns the layer holding im's binary.
 func (b *builder) binary(ctx context.Context, im image) (builtLayer, error) {
-	env := goEnv{GOOS: b.platform.OS, GOARCH: b.platform.Architecture, CGO: im.CGO}
+	env := goEnv{GOOS: b.platform.OS, GOARCH: b.platform.Architecture, CGO: im.CGO, Tags: im.Tags}
 	src, err := b.sourceKey(ctx, env, im.Package)
 	if err != nil {
 		return builtLayer{}, err
@@ -404,6 +404,9 @@ func (b *builder) binary(ctx context.Context, im image) (builtLayer, error) {
 	}
 	b.noteUncached(dir)
 	flags := strings.Join(buildFlags, " ")
+	if im.Tags != "" {
+		flags += " -tags=" + im.Tags
+	}
 	return builtLayer{Layer: imagebuild.Layer{
 		Path:      filepath.Join(dir, "layer.tar.gz"),
 		CreatedBy: fmt.Sprintf("CGO_ENABLED=%d go build %s %s → %s (hack/images)", map[bool]int{false: 0, true: 1}[im.CGO], flags, im.Package, im.BinaryPath),
@@ -418,7 +421,7 @@ func (b *builder) sourceKey(ctx context.Context, env goEnv, pkg string) (string,
 	}
 	var pkgs []string
 	for _, im := range b.selected {
-		if im.CGO == env.CGO && !slices.Contains(pkgs, im.Package) {
+		if im.CGO == env.CGO && im.Tags == env.Tags && !slices.Contains(pkgs, im.Package) {
 			pkgs = append(pkgs, im.Package)
 		}
 	}

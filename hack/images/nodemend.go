@@ -39,6 +39,9 @@ type image struct {
 	Base       base
 	Package    string // the binary's Go package
 	CGO        bool
+	// Tags are the binary's build tags (comma-separated): the Makefile's
+	// AGENT_TAGS for the agent, which the Dockerfile passes too.
+	Tags       string
 	BinaryPath string // where the binary lies in the image; the entrypoint
 	User       string // uid:gid
 	// What the Dockerfile's final stage would add with ENV, VOLUME,
@@ -82,7 +85,7 @@ func images() []image {
 		Env: []string{defaultPath, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
 	}
 	return []image{
-		{Name: "nodemend-agent", Dockerfile: "agent.Dockerfile", Base: agentBase, Package: "./cmd/nodemend-agent", CGO: true,
+		{Name: "nodemend-agent", Dockerfile: "agent.Dockerfile", Base: agentBase, Package: "./cmd/nodemend-agent", CGO: true, Tags: "grpcnotrace",
 			BinaryPath: "/usr/local/bin/nodemend-agent", User: "0:0"},
 		{Name: "nodemend-controller", Dockerfile: "controller.Dockerfile", Base: static, Package: "./cmd/nodemend-controller",
 			BinaryPath: "/nodemend-controller", User: "65532:65532"},
