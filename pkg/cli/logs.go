@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"nodemend.dev/nodemend/internal/textcut"
+
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -495,11 +497,14 @@ func (o *logsOptions) downloadGPUResult(ctx context.Context, c *Clients, prog *P
 	return path, fetchNodeFile(ctx, c, node, g.FileName, g.SizeBytes, path, func(int64) {}, "use --upload-url")
 }
 
+// truncate cuts s to at most n bytes on a character boundary (textcut) and
+// drops the dots and dashes it then ends in: a generateName prefix must not
+// end in them.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return strings.TrimRight(s[:n], ".-")
+	return strings.TrimRight(textcut.Head(s, n), ".-")
 }
 
 // gpuNote says how the GPU diagnostic went, for the "saved" line.
