@@ -30,9 +30,10 @@ e2e-node: build images helm
 	hack/kube-binaries.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy >/dev/null
 	$(GO) test -tags e2enode -count=1 -timeout 30m -v ./e2e/realnode/
 
-## bench-fleet: nodemend-controller on 5,000 kwok nodes, 20% unhealthy (results in _output/bench-fleet)
+## bench-fleet: nodemend-controller on 5,000 kwok nodes, 20% unhealthy (results in _output/bench-fleet);
+## CONTROLLER_ARGS="--max-concurrent-reconciles 32" passes flags to the controller
 bench-fleet: build kube-binaries sim-binaries deps
-	$(GO) run ./sim/cmd/bench-fleet
+	$(GO) run ./sim/cmd/bench-fleet $(if $(CONTROLLER_ARGS),-controller-args "$(CONTROLLER_ARGS)")
 
 ## bench-agent: nodemend-agent beside the agent of BASE=<ref> (default: merge-base with the latest release tag, else
 ## HEAD~1) on fake hosts: idle CPU, CPU per 1k kernel lines, RSS, binary size by package, fault latency (_output/bench-agent)
