@@ -98,18 +98,39 @@ func TakeTrace() (Trace, error) {
 	return t, nil
 }
 
-// normalizeIPTables drops comments and packet counters.
+// normalizeIPTables drops comments, packet counters and empty tables. A
+// table the kernel created on first use (a fresh machine's first start
+// loads them) holds only its built-in chains with policy ACCEPT and no
+// rule: it filters nothing, as when it was not there, so it is no trace.
 func normalizeIPTables(save string) []string {
-	var out []string
+	var out, table []string
 	counters := regexp.MustCompile(`\[\d+:\d+\]`)
+	empty := true
 	for _, line := range strings.Split(save, "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		out = append(out, counters.ReplaceAllString(line, ""))
+		line = counters.ReplaceAllString(line, "")
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table, empty = []string{line}, true
+		case line == "COMMIT":
+			if !empty {
+				out = append(out, table...)
+				out = append(out, line)
+			}
+			table = nil
+		case table != nil:
+			table = append(table, line)
+			empty = empty && builtinAcceptChain.MatchString(line)
+		default:
+			out = append(out, line)
+		}
 	}
-	return out
+	return append(out, table...)
 }
+
+var builtinAcceptChain = regexp.MustCompile(`^:(INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) ACCEPT\s*$`)
 
 // normalizeMounts keeps mount point, file system type, source and
 // propagation of each mount, outside skip.
