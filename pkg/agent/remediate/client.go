@@ -5,12 +5,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/internal/coreclient"
+	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 )
 
 // resource is the NodeRemediations' plural resource name.
@@ -26,12 +25,7 @@ type orders struct {
 }
 
 func newOrders(cfg *rest.Config) (*orders, error) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	// Custom resources are served as JSON only.
-	rc, err := coreclient.RESTClientFor(cfg, v1alpha1.GroupVersion, "/apis", scheme, runtime.ContentTypeJSON)
+	rc, err := ndclient.RESTClient(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -29,16 +29,23 @@ type Client struct {
 
 // New builds a client from a REST config (which it does not change).
 func New(cfg *rest.Config) (*Client, error) {
+	rc, err := RESTClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rc: rc}, nil
+}
+
+// RESTClient is client-go's REST client for nodemend's API group, with a
+// private scheme of its kinds only (no typed clientset, no dynamic client:
+// docs/agent.md#footprint). The agent's clients of nodemend's kinds share it.
+func RESTClient(cfg *rest.Config) (rest.Interface, error) {
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	// Custom resources are served as JSON only.
-	rc, err := coreclient.RESTClientFor(cfg, v1alpha1.GroupVersion, "/apis", scheme, runtime.ContentTypeJSON)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rc: rc}, nil
+	return coreclient.RESTClientFor(cfg, v1alpha1.GroupVersion, "/apis", scheme, runtime.ContentTypeJSON)
 }
 
 // Get reads one object.
