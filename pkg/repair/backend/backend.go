@@ -171,13 +171,20 @@ func DeleteOnce(ctx context.Context, r client.Reader, c client.Writer, t Target)
 		}
 		return "", fmt.Errorf("reading %s: %w", t, err)
 	}
-	if t.UID != "" && cur.UID != t.UID {
+	return DeleteSeen(ctx, c, t, cur)
+}
+
+// DeleteSeen is DeleteOnce for a caller that holds the target as the API
+// server returned it just now (the response to its own write), which saves
+// the read. A cached copy is not enough, for the reason DeleteOnce gives.
+func DeleteSeen(ctx context.Context, c client.Writer, t Target, cur metav1.Object) (Outcome, error) {
+	if t.UID != "" && cur.GetUID() != t.UID {
 		return Gone, nil
 	}
-	if cur.DeletionTimestamp != nil {
+	if cur.GetDeletionTimestamp() != nil {
 		return AlreadyDeleting, nil
 	}
-	uid := cur.UID
+	uid := cur.GetUID()
 	// Deleted as unstructured: controller-runtime's client deletes
 	// metadata-only objects through the typed client, which needs the kind
 	// in its scheme.

@@ -35,6 +35,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
+	"nodemend.dev/nodemend/pkg/repair/fleetcount"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/metrics"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -171,8 +172,16 @@ type Reconciler struct {
 	// orders: the NodeRemediation CRD is installed.
 	orders bool
 	// nodeStore is the Node informer's store, read without copies by the
-	// gate; nil if the cache does not expose it (then a list is used).
+	// gauges; nil if the cache does not expose it (then a list is used).
 	nodeStore toolscache.Store
+	// counts are the gate's tallies, kept by the Node informer's events;
+	// until countsSynced (the informer's initial nodes all counted), and
+	// without them, the gate walks the fleet.
+	counts       *fleetcount.Counts
+	countsSynced func() bool
+	// policySet is the last compiled policy set, reused while the
+	// policies are unchanged: the tallies are valid for one set.
+	policySet policySet
 
 	mu sync.Mutex
 	// inflight are repairs seen in progress, so that the node's
@@ -228,11 +237,23 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 	if opts.Registerer != nil {
 		r.metrics = metrics.New(opts.Registerer, fleetView{r: r, ctx: ctx})
 	}
+	// Machines are watched (metadata only) when Cluster API is installed, so
+	// that pool lookups read a synced cache.
+	if m, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: pool.ClusterAPIGroup, Kind: "Machine"}); err == nil {
+		r.machineGVK = m.GroupVersionKind
+	} else if !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("looking up Cluster API Machines: %w", err)
+	}
 	// The informer is registered now and started with the cache; its store
-	// is read only after the controller's sources have synced.
+	// is read only after the controller's sources have synced. The gate's
+	// tallies follow its events (pkg/repair/fleetcount).
 	if inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err == nil {
 		if si, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
 			r.nodeStore = si.GetStore()
+		}
+		counts := fleetcount.New(r.pools, !r.machineGVK.Empty())
+		if reg, err := inf.AddEventHandler(counts.Handler()); err == nil {
+			r.counts, r.countsSynced = counts, reg.HasSynced
 		}
 	}
 
@@ -263,15 +284,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 	} else if !meta.IsNoMatchError(err) {
 		return nil, fmt.Errorf("looking up NodeRemediations: %w", err)
 	}
-	// Machines are watched (metadata only) when Cluster API is installed, so
-	// that pool lookups read a synced cache. Their events need no reconcile.
-	if m, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: pool.ClusterAPIGroup, Kind: "Machine"}); err == nil {
-		r.machineGVK = m.GroupVersionKind
+	// Machines' events need no reconcile.
+	if !r.machineGVK.Empty() {
 		machine := &metav1.PartialObjectMetadata{}
 		machine.SetGroupVersionKind(r.machineGVK)
 		b = b.WatchesMetadata(machine, handler.Funcs{})
-	} else if !meta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("looking up Cluster API Machines: %w", err)
 	}
 	return r, b.Complete(r)
 }

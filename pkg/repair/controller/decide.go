@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/fleetcount"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
@@ -144,7 +147,7 @@ func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.
 	}
 	g := group{pool: r.pools.Of(node, lookup), zone: node.Labels[pool.ZoneLabel]}
 	if !in.Vetoed && !in.Paused {
-		in.Pool, in.Zone, err = r.count(ctx, g, set, lookup)
+		in.Pool, in.Zone, err = r.count(ctx, node, g, set, lookup)
 		if err != nil {
 			return gate.Decision{}, group{}, err
 		}
@@ -152,10 +155,22 @@ func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.
 	return gate.Decide(in), g, nil
 }
 
-// count walks the fleet once and counts the nodes of g's pool and zone, and
-// how many of them are unhealthy under their own policy (tolerated or not)
-// or under repair.
-func (r *Reconciler) count(ctx context.Context, g group, set *policy.Set, lookup pool.MachineLookup) (gate.Group, *gate.Group, error) {
+// count counts the nodes of g's pool and zone, and how many of them are
+// unhealthy under their own policy (tolerated or not) or under repair, from
+// the tallies the Node informer's events keep (pkg/repair/fleetcount), with
+// node as this decision read it. Before the tallies have counted the
+// informer's initial nodes, the cache is walked instead.
+func (r *Reconciler) count(ctx context.Context, node *corev1.Node, g group, set *policy.Set, lookup pool.MachineLookup) (gate.Group, *gate.Group, error) {
+	if r.counts != nil && r.countsSynced() {
+		p, z := r.counts.Group(node, g.pool, g.zone, set, lookup)
+		return p, z, nil
+	}
+	return r.walk(ctx, g, set, lookup)
+}
+
+// walk counts g's pool and zone by visiting every cached node: the count
+// before the tallies have synced, and the reference they are tested against.
+func (r *Reconciler) walk(ctx context.Context, g group, set *policy.Set, lookup pool.MachineLookup) (gate.Group, *gate.Group, error) {
 	p := gate.Group{Name: g.pool.String()}
 	var z *gate.Group
 	if g.zone != "" {
@@ -167,7 +182,7 @@ func (r *Reconciler) count(ctx context.Context, g group, set *policy.Set, lookup
 		if !inPool && !inZone {
 			return
 		}
-		u := countsUnhealthy(n, set)
+		u := fleetcount.Unhealthy(n, set)
 		if inPool {
 			p.Add(u)
 		}
@@ -178,9 +193,8 @@ func (r *Reconciler) count(ctx context.Context, g group, set *policy.Set, lookup
 	return p, z, err
 }
 
-// eachNode calls f for every cached node, read-only. The gate walks the
-// whole fleet for each decision, so it reads the informer's store directly
-// rather than copying thousands of nodes into a list.
+// eachNode calls f for every cached node, read-only, reading the informer's
+// store directly rather than copying thousands of nodes into a list.
 func (r *Reconciler) eachNode(ctx context.Context, f func(*corev1.Node)) error {
 	if r.nodeStore != nil {
 		for _, o := range r.nodeStore.List() {
@@ -198,13 +212,6 @@ func (r *Reconciler) eachNode(ctx context.Context, f func(*corev1.Node)) error {
 		f(&nodes.Items[i])
 	}
 	return nil
-}
-
-func countsUnhealthy(n *corev1.Node, set *policy.Set) bool {
-	if n.Annotations[workflow.PhaseAnnotation] != "" {
-		return true
-	}
-	return unhealthy.Any(n.Status.Conditions, set.For(n.Labels).Rules)
 }
 
 // machineLookup indexes the cached Cluster API Machines (metadata only);
@@ -328,14 +335,16 @@ func (r *Reconciler) poolEvent(ctx context.Context, g group, where string, d gat
 	r.send(ev)
 }
 
-// policies compiles the NodeRepairPolicies in the cache; with report,
-// problems are reported once per policy generation as events on the policy.
+// policies compiles the NodeRepairPolicies in the cache, or returns the set
+// compiled last while they are unchanged (the gate's tallies are valid for
+// one set); with report, problems are reported once per policy generation
+// as events on the policy.
 func (r *Reconciler) policies(ctx context.Context, report bool) (*policy.Set, error) {
 	list := &v1alpha1.NodeRepairPolicyList{}
 	if err := r.client.List(ctx, list); err != nil {
 		return nil, err
 	}
-	set, problems := policy.NewSet(list.Items)
+	set, problems := r.policySet.compile(list.Items)
 	if !report {
 		return set, nil
 	}
@@ -355,6 +364,31 @@ func (r *Reconciler) policies(ctx context.Context, report bool) (*policy.Set, er
 		}
 	}
 	return set, nil
+}
+
+// policySet keeps the last compiled policy set with what it was compiled
+// from (each policy's UID and resourceVersion).
+type policySet struct {
+	mu       sync.Mutex
+	from     []string
+	set      *policy.Set
+	problems []policy.Problem
+}
+
+func (c *policySet) compile(objs []v1alpha1.NodeRepairPolicy) (*policy.Set, []policy.Problem) {
+	from := make([]string, len(objs))
+	for i := range objs {
+		from[i] = string(objs[i].UID) + "/" + objs[i].ResourceVersion
+	}
+	slices.Sort(from)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.set != nil && slices.Equal(from, c.from) {
+		return c.set, c.problems
+	}
+	c.set, c.problems = policy.NewSet(objs)
+	c.from = from
+	return c.set, c.problems
 }
 
 // paused reads the pause switch.

@@ -114,6 +114,7 @@ type managerSpec struct {
 // running is one controller process, as far as a test is concerned.
 type running struct {
 	reg *prometheus.Registry
+	rec *controller.Reconciler
 	// cancel stops the manager without waiting; stop waits for it.
 	cancel, stop func()
 	done         chan struct{}
@@ -138,10 +139,12 @@ func (h *harness) manager(spec managerSpec) *running {
 	opts.Registerer = r.reg
 	opts.AfterStep = spec.afterStep
 	ctx, cancel := context.WithCancel(h.ctx)
-	if _, err := controller.Setup(ctx, mgr, opts); err != nil {
+	rec, err := controller.Setup(ctx, mgr, opts)
+	if err != nil {
 		cancel()
 		h.t.Fatal(err)
 	}
+	r.rec = rec
 	go func() {
 		defer close(r.done)
 		if err := mgr.Start(ctx); err != nil {

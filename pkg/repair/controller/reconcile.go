@@ -81,7 +81,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	case workflow.PhaseQuarantined:
 		return r.quarantined(ctx, node, st, pol, now)
 	default:
-		return r.terminate(ctx, node, st, now)
+		return r.terminate(ctx, node, st, now, false)
 	}
 }
 

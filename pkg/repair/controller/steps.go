@@ -106,12 +106,14 @@ func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflo
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return r.terminate(ctx, updated, st, now)
+	return r.terminate(ctx, updated, st, now, true)
 }
 
 // terminate deletes the backend's target (once) and waits for the node to
 // go; a node that outlives the termination timeout is reported failed.
-func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time) (reconcile.Result, error) {
+// fresh: node is the API server's answer to this reconcile's own patch, so
+// a target that is the node itself needs no read before its deletion.
+func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time, fresh bool) (reconcile.Result, error) {
 	t := *st.Target
 	log := ctrl.LoggerFrom(ctx)
 	if t.Kind != "Node" {
@@ -123,7 +125,13 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 	if err := ctx.Err(); err != nil {
 		return reconcile.Result{}, err
 	}
-	out, err := backend.DeleteOnce(ctx, r.apiReader, r.client, t)
+	var out backend.Outcome
+	var err error
+	if fresh && t.Kind == "Node" && t.APIVersion == "v1" && t.Name == node.Name {
+		out, err = backend.DeleteSeen(ctx, r.client, t, node)
+	} else {
+		out, err = backend.DeleteOnce(ctx, r.apiReader, r.client, t)
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}

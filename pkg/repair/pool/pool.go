@@ -106,6 +106,20 @@ func MachineOf(node *corev1.Node) (namespace, name string, ok bool) {
 	return node.Annotations[ClusterNamespaceAnnotation], name, true
 }
 
+// NeedsMachine reports whether Of's answer for node depends on its Cluster
+// API Machine: the node names one, and neither the pool label nor a NodePool
+// claims it first. Every other node's pool follows from the node alone.
+func (r Resolver) NeedsMachine(node *corev1.Node) bool {
+	if r.Label != "" && node.Labels[r.Label] != "" {
+		return false
+	}
+	if node.Labels[KarpenterNodePoolLabel] != "" {
+		return false
+	}
+	_, _, ok := MachineOf(node)
+	return ok
+}
+
 // Of returns the pool of node. machines may be nil when Cluster API is not
 // installed. It allocates nothing: the gate calls it for every node.
 func (r Resolver) Of(node *corev1.Node, machines MachineLookup) Pool {

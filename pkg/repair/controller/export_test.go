@@ -1,0 +1,48 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodemend.dev/nodemend/pkg/repair/gate"
+	"nodemend.dev/nodemend/pkg/repair/pool"
+)
+
+// GateCounts is what the gate counts for the cached node called name: from
+// the informer-kept tallies (synced false before they have counted the
+// initial nodes) and by walking the cache. A node without a zone has a zero
+// zone group.
+func (r *Reconciler) GateCounts(ctx context.Context, name string) (tallied, walked [2]gate.Group, synced bool, err error) {
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+		return tallied, walked, false, err
+	}
+	set, err := r.policies(ctx, false)
+	if err != nil {
+		return tallied, walked, false, err
+	}
+	lookup, err := r.machineLookup(ctx)
+	if err != nil {
+		return tallied, walked, false, err
+	}
+	g := group{pool: r.pools.Of(node, lookup), zone: node.Labels[pool.ZoneLabel]}
+	wp, wz, err := r.walk(ctx, g, set, lookup)
+	if err != nil {
+		return tallied, walked, false, err
+	}
+	walked = pair(wp, wz)
+	if r.counts == nil || !r.countsSynced() {
+		return tallied, walked, false, nil
+	}
+	tp, tz := r.counts.Group(node, g.pool, g.zone, set, lookup)
+	return pair(tp, tz), walked, true, nil
+}
+
+func pair(p gate.Group, z *gate.Group) [2]gate.Group {
+	if z == nil {
+		return [2]gate.Group{p}
+	}
+	return [2]gate.Group{p, *z}
+}
