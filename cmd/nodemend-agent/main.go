@@ -81,7 +81,7 @@ $NODE_NAME.`,
 	fl.BoolVar(&f.remediation, "remediation", true, "serve NodeRemediations (reboot and accelerator-reset orders) for this node (docs/repair.md)")
 	fl.StringVar(&f.rebootMechanism, "reboot-mechanism", remediate.MechanismNone, "how an ordered reboot is done: none (refuse), systemd (the host's systemd starts reboot.target; needs systemd as the host's PID 1), command (--reboot-command), sysrq (the kernel's SysRq s-u-b: no clean shutdown)")
 	fl.StringSliceVar(&f.rebootCommand, "reboot-command", nil, "argv of the reboot command for --reboot-mechanism=command, comma-separated, run without a shell")
-	fl.BoolVar(&f.acceleratorReset, "accelerator-reset", true, "carry out ResetAccelerator orders with nvidia-smi --gpu-reset when it is installed")
+	fl.BoolVar(&f.acceleratorReset, "accelerator-reset", true, "carry out ResetAccelerator orders with the GPU driver's tool when it is installed (nvidia-smi --gpu-reset, amd-smi reset --gpureset)")
 	fl.DurationVar(&f.maxClockSkew, "max-clock-skew", remediate.DefaultMaxClockSkew, "bound on the difference between this node's clock and the API server's, allowed for when judging an order's deadline")
 	return cmd
 }

@@ -18,7 +18,8 @@ type RemediationOptions struct {
 	Config *rest.Config
 	// Reboot is the operator's reboot mechanism (none by default).
 	Reboot remediate.RebootConfig
-	// ResetAccelerators lets the agent reset GPUs with nvidia-smi.
+	// ResetAccelerators lets the agent reset GPUs with the driver's tool
+	// (nvidia-smi, amd-smi).
 	ResetAccelerators bool
 	// MaxClockSkew is the bound on the difference between this node's clock
 	// and the API server's (default remediate.DefaultMaxClockSkew).
@@ -48,10 +49,10 @@ func (a *Agent) startRemediation(ctx context.Context, wg *sync.WaitGroup) {
 		opts.Rebooter = rb
 	}
 	if o.ResetAccelerators {
-		if _, err := a.opts.Commands.LookPath("nvidia-smi"); err != nil {
-			opts.ResetOff = "nvidia-smi is not installed"
+		if r, why := remediate.SelectResetter(a.opts.Commands); r == nil {
+			opts.ResetOff = why
 		} else {
-			opts.Resetter = remediate.NvidiaSMI{Commands: a.opts.Commands}
+			opts.Resetter = r
 			opts.ResetCandidates = a.exporter.ResetCandidates
 			opts.AfterReset = a.exporter.ClearAfterReset
 		}

@@ -225,3 +225,17 @@ func firstLine(out string, err error) string {
 	}
 	return err.Error()
 }
+
+// SelectResetter picks the resetter of the driver tool installed on the
+// host: nvidia-smi, else amd-smi (a node carries one vendor's GPUs; the
+// accelerator monitors decide which apply the same way, by what is there).
+// None installed: nil and why.
+func SelectResetter(c command.Runner) (Resetter, string) {
+	if _, err := c.LookPath("nvidia-smi"); err == nil {
+		return NvidiaSMI{Commands: c}, ""
+	}
+	if _, err := c.LookPath("amd-smi"); err == nil {
+		return AMDSMI{Commands: c}, ""
+	}
+	return nil, "no GPU reset tool is installed (nvidia-smi, amd-smi)"
+}
