@@ -151,3 +151,49 @@ func TestTimelineLiveNode(t *testing.T) {
 		t.Errorf("unknown node: %v", err)
 	}
 }
+
+// TestTimelineShowsTheLadder: a node no engine owns, rebooted twice without
+// a new boot and quarantined, as the controller's events tell it: the
+// remediate phase names each attempt, in JSON and in the terminal view.
+func TestTimelineShowsTheLadder(t *testing.T) {
+	t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	node := "tl-ladder"
+	createNode(t, testNode{name: node, annotations: map[string]string{workflow.PhaseAnnotation: "Quarantined"},
+		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, t0.Add(-48*time.Hour)),
+			condition("KernelReady", corev1.ConditionFalse, "KernelBug", "BUG: unable to handle page fault", t0)}})
+	controllerEvent(t, "Node", node, history.Started, "Taint", "KernelReady=False/KernelBug: tainted", t0.Add(10*time.Minute),
+		history.Record{Trigger: &history.Condition{Type: "KernelReady", Status: "False", Reason: "KernelBug"}, UnhealthySince: t0,
+			Toleration: metav1.Duration{Duration: 10 * time.Minute}, Policy: "bare-metal"})
+	for i, at := range []time.Duration{12 * time.Minute, 27 * time.Minute} {
+		rung := history.Record{Rung: &history.Rung{Action: "Reboot", Index: 1, Attempt: i + 1, Of: 2, Order: fmt.Sprintf("tl-ladder-reboot-%d", i+1)}}
+		controllerEvent(t, "Node", node, history.RemediationOrdered, "Remediate", "Reboot ordered", t0.Add(at), rung)
+		controllerEvent(t, "Node", node, history.RemediationFailed, "Remediate", "no new boot ID within 15m0s", t0.Add(at+15*time.Minute), rung)
+	}
+	controllerEvent(t, "Node", node, history.Quarantined, "Quarantine", "quarantined after Reboot 2/2", t0.Add(42*time.Minute))
+
+	kc := kubeconfig(t, cfg)
+	out, err := run(t, "--kubeconfig", kc, "timeline", node, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tl timeline.Timeline
+	if err := json.Unmarshal([]byte(out), &tl); err != nil {
+		t.Fatal(err)
+	}
+	ph := phaseMap(tl)
+	if p := ph[timeline.PhaseRemediate]; p.Note != "Reboot 1/2, Reboot 2/2" || p.Duration != 30*time.Minute {
+		t.Errorf("remediate phase %+v, want both attempts over 30m", p)
+	}
+	if p, ok := ph[timeline.PhaseQuarantine]; !ok || !p.Ongoing {
+		t.Errorf("quarantine phase %+v, want ongoing", p)
+	}
+	out, err = run(t, "--kubeconfig", kc, "timeline", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Reboot 1/2, Reboot 2/2", history.RemediationOrdered, history.Quarantined} {
+		if !strings.Contains(out, w) {
+			t.Errorf("terminal view lacks %q:\n%s", w, out)
+		}
+	}
+}
