@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -35,19 +34,7 @@ func TestStatusShowsTheLadder(t *testing.T) {
 	createNode(t, testNode{name: "sl-quarantined", labels: labels, annotations: quarantined.Annotations, taints: quarantined.Spec.Taints,
 		conditions: []corev1.NodeCondition{ready, fault}})
 
-	kc := kubeconfig(t, cfg)
-	out, err := run(t, "--kubeconfig", kc, "status", "-l", "sl=yes", "-o", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r fleet.Report
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]fleet.Node{}
-	for _, n := range r.Nodes {
-		rows[n.Name] = n
-	}
+	_, rows := statusJSON(t, "sl=yes")
 	if n := rows["sl-reboot"]; n.State != fleet.Remediating || n.Rung != "Reboot 2/2" || !strings.Contains(n.Detail, "NodeRemediation sl-reboot-x-2") {
 		t.Errorf("sl-reboot: %+v, want Remediating, rung Reboot 2/2, its order", n)
 	}
@@ -55,7 +42,7 @@ func TestStatusShowsTheLadder(t *testing.T) {
 		t.Errorf("sl-quarantined: %+v, want Quarantined, rung Quarantine 1/1, how to release", n)
 	}
 
-	out, err = run(t, "--kubeconfig", kc, "status", "-l", "sl=yes")
+	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "status", "-l", "sl=yes")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,18 +48,7 @@ func statusFleet(t *testing.T) {
 func TestStatus(t *testing.T) {
 	statusFleet(t)
 	kc := kubeconfig(t, cfg)
-	out, err := run(t, "--kubeconfig", kc, "status", "-l", "st=yes", "-o", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r fleet.Report
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]fleet.Node{}
-	for _, n := range r.Nodes {
-		rows[n.Name] = n
-	}
+	r, rows := statusJSON(t, "st=yes")
 	cases := []struct {
 		node   string
 		state  fleet.State
@@ -88,7 +77,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	// The table: rows, the pool line, no colour when not a terminal.
-	out, err = run(t, "--kubeconfig", kc, "status", "-l", "st=yes")
+	out, err := run(t, "--kubeconfig", kc, "status", "-l", "st=yes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +114,25 @@ func TestStatus(t *testing.T) {
 	if _, err := run(t, "--kubeconfig", kc, "status", "-o", "table"); err == nil {
 		t.Error("-o table accepted")
 	}
+}
+
+// statusJSON is `kubectl mend status -l SELECTOR -o json`, decoded, with
+// its rows by node name.
+func statusJSON(t *testing.T, selector string) (fleet.Report, map[string]fleet.Node) {
+	t.Helper()
+	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "status", "-l", selector, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r fleet.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]fleet.Node{}
+	for _, n := range r.Nodes {
+		rows[n.Name] = n
+	}
+	return r, rows
 }
 
 // syncBuffer is a bytes.Buffer safe for the watch loop's writes and the

@@ -58,6 +58,20 @@ func controllerEvent(t *testing.T, kind, name, reason, action, msg string, at ti
 	}
 }
 
+// timelineJSON is `kubectl mend timeline NODE -o json`, decoded.
+func timelineJSON(t *testing.T, node string) timeline.Timeline {
+	t.Helper()
+	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tl timeline.Timeline
+	if err := json.Unmarshal([]byte(out), &tl); err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
 func phaseMap(tl timeline.Timeline) map[string]timeline.Phase {
 	m := map[string]timeline.Phase{}
 	for _, p := range tl.Phases {
@@ -84,14 +98,7 @@ func TestTimelineGoneNode(t *testing.T) {
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, time.Now().Add(40*time.Second))}})
 	_ = rep
 
-	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node, "-o", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tl timeline.Timeline
-	if err := json.Unmarshal([]byte(out), &tl); err != nil {
-		t.Fatal(err)
-	}
+	tl := timelineJSON(t, node)
 	if !tl.Gone || tl.Trigger != "AcceleratedHardwareReady=False/NvidiaXID79Error" || tl.Owner != "NodeClaim tlgpu-x7k2p" || tl.Replacement != "tl-replacement" {
 		t.Errorf("header: gone %v trigger %q owner %q replacement %q", tl.Gone, tl.Trigger, tl.Owner, tl.Replacement)
 	}
@@ -110,7 +117,7 @@ func TestTimelineGoneNode(t *testing.T) {
 	}
 
 	// The terminal view: bars and the events.
-	out, err = run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node)
+	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +139,7 @@ func TestTimelineLiveNode(t *testing.T) {
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, now.Add(-48*time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "ForkFailedOutOfPIDs", "fork: retry: Resource temporarily unavailable", now.Add(-40*time.Minute))}})
 	agentEvent(t, node, "ForkFailedOutOfPIDs", "kubelet: fork/exec /usr/bin/nsenter: resource temporarily unavailable", now.Add(-40*time.Minute))
-	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node, "-o", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tl timeline.Timeline
-	if err := json.Unmarshal([]byte(out), &tl); err != nil {
-		t.Fatal(err)
-	}
+	tl := timelineJSON(t, node)
 	ph := phaseMap(tl)
 	if tl.Gone || !ph[timeline.PhaseDrain].Ongoing || ph[timeline.PhaseToleration].Duration != 35*time.Minute {
 		t.Errorf("phases %+v", tl.Phases)
@@ -171,23 +171,14 @@ func TestTimelineShowsTheLadder(t *testing.T) {
 	}
 	controllerEvent(t, "Node", node, history.Quarantined, "Quarantine", "quarantined after Reboot 2/2", t0.Add(42*time.Minute))
 
-	kc := kubeconfig(t, cfg)
-	out, err := run(t, "--kubeconfig", kc, "timeline", node, "-o", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tl timeline.Timeline
-	if err := json.Unmarshal([]byte(out), &tl); err != nil {
-		t.Fatal(err)
-	}
-	ph := phaseMap(tl)
+	ph := phaseMap(timelineJSON(t, node))
 	if p := ph[timeline.PhaseRemediate]; p.Note != "Reboot 1/2, Reboot 2/2" || p.Duration != 30*time.Minute {
 		t.Errorf("remediate phase %+v, want both attempts over 30m", p)
 	}
 	if p, ok := ph[timeline.PhaseQuarantine]; !ok || !p.Ongoing {
 		t.Errorf("quarantine phase %+v, want ongoing", p)
 	}
-	out, err = run(t, "--kubeconfig", kc, "timeline", node)
+	out, err := run(t, "--kubeconfig", kubeconfig(t, cfg), "timeline", node)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,15 +35,7 @@ func amdScript(t *testing.T) *command.Script {
 		Set(amdProcs, command.Result{Stdout: fixture(t, "amd-process-idle.json")})
 }
 
-func amdResets(s *command.Script) []string {
-	var r []string
-	for _, c := range s.Calls() {
-		if strings.HasPrefix(c, amdReset) {
-			r = append(r, strings.TrimPrefix(c, amdReset))
-		}
-	}
-	return r
-}
+func amdResets(s *command.Script) []string { return callsAfter(s, amdReset) }
 
 // The monitors name a GPU by its bus ID; amd-smi's -g takes its index.
 func TestAMDResetOneGPUByItsIndex(t *testing.T) {

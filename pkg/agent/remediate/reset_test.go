@@ -45,11 +45,15 @@ func script(t *testing.T) *command.Script {
 		Set(apps, command.Result{})
 }
 
-func resets(s *command.Script) []string {
+// resets are the nvidia-smi resets s ran, by their arguments after -i.
+func resets(s *command.Script) []string { return callsAfter(s, reset) }
+
+// callsAfter are the command lines s ran that start with prefix, without it.
+func callsAfter(s *command.Script, prefix string) []string {
 	var r []string
 	for _, c := range s.Calls() {
-		if strings.HasPrefix(c, reset) {
-			r = append(r, strings.TrimPrefix(c, reset))
+		if strings.HasPrefix(c, prefix) {
+			r = append(r, strings.TrimPrefix(c, prefix))
 		}
 	}
 	return r
