@@ -96,6 +96,7 @@ func TestRealNode(t *testing.T) {
 		{"containerd stopped and started again", testRuntimeRestart},
 		{"kubectl mend logs through the real kubelet", testMendLogs},
 		{"a reboot order runs the test hook, not a reboot", testRebootHook},
+		{"the ladder on the live node: one reboot order, then quarantine", testLadderEscalates},
 		{"repair of the live node", testRepair},
 		{"stop leaves no trace", testStopLeavesNoTrace},
 		{"second start", testSecondStart},

@@ -1,0 +1,174 @@
+//go:build e2enode
+
+package realnode
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"nodemend.dev/nodemend/realnode"
+)
+
+// testLadderEscalates runs the ladder on the live node, which no engine
+// owns: a fault, the taint and drain, exactly one reboot order carried out
+// by the test hook (the machine does not reboot, so the kubelet's boot ID
+// stays), and after the rung's timeout the next rung, Quarantine. Then the
+// fault is lifted and a person releases the node, so that later steps find
+// it in service.
+func testLadderEscalates(t *testing.T, n *node) {
+	ctx := context.Background()
+	if err := os.Remove(realnode.RebootHook); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	nd, err := n.client.CoreV1().Nodes().Get(ctx, n.layout.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := nd.Status.NodeInfo.BootID
+
+	policy := `apiVersion: nodemend.dev/v1alpha1
+kind: NodeRepairPolicy
+metadata:
+  name: e2e-real-node-ladder
+spec:
+  nodeSelector:
+    matchLabels: {kubernetes.io/hostname: ` + n.layout.NodeName + `}
+  weight: 100
+  maxUnhealthy: "100%"
+  rules:
+  - {conditionType: NetworkingReady, status: "False", toleration: 10s}
+  drain:
+    mode: Evict
+    deadline: 30s
+  ladder:
+  - {action: Reboot, attempts: 1, timeout: 1m}
+  - action: Quarantine
+  quarantine:
+    healthyFor: "0s"
+`
+	var u unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(policy), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	dyn := n.dynamic(t)
+	if _, err := dyn.Resource(repairPolicyGVR).Create(ctx, &u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(repairPolicyGVR).Delete(context.Background(), "e2e-real-node-ladder", metav1.DeleteOptions{})
+	})
+
+	link := createTestLink(t)
+	linkUp := false
+	t.Cleanup(func() {
+		if !linkUp {
+			deleteTestLink()
+		}
+	})
+	n.waitCondition(ctx, t, "NetworkingReady", time.Minute, isStatus(corev1.ConditionTrue))
+	time.Sleep(5 * time.Second)
+	t0 := time.Now()
+	if err := netlink.LinkSetDown(link); err != nil {
+		t.Fatal(err)
+	}
+	n.waitCondition(ctx, t, "NetworkingReady", time.Minute, isStatus(corev1.ConditionFalse))
+
+	// One order, carried out by the hook; then Quarantine once the rung's
+	// timeout has passed without a new boot ID.
+	var hookRan, quarantined time.Time
+	deadline := time.Now().Add(4 * time.Minute)
+	for quarantined.IsZero() {
+		if _, err := os.Stat(realnode.RebootHook); err == nil && hookRan.IsZero() {
+			hookRan = time.Now()
+		}
+		nd, err = n.client.CoreV1().Nodes().Get(ctx, n.layout.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nd.Annotations["nodemend.dev/repair-phase"] == "Quarantined" {
+			quarantined = time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no quarantine in 4m (hook ran: %v); node annotations %v", !hookRan.IsZero(), nd.Annotations)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	orders := n.ordersFor(ctx, t)
+	if len(orders) != 1 || orders[0] != "Reboot" {
+		t.Errorf("orders for the node: %v, want exactly one Reboot", orders)
+	}
+	if hookRan.IsZero() {
+		t.Error("the reboot hook never ran")
+	}
+	if nd.Status.NodeInfo.BootID != boot {
+		t.Errorf("the Node's boot ID changed (%q, was %q): the machine rebooted", nd.Status.NodeInfo.BootID, boot)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err != nil || strings.TrimSpace(string(b)) != boot {
+		t.Errorf("the machine's boot changed (%q, was %q): %v", b, boot, err)
+	}
+	if !nd.Spec.Unschedulable {
+		t.Error("the quarantined node is not cordoned")
+	}
+	// The timeout is counted from the order, which follows the drain
+	// deadline: the escalation comes no sooner than the timeout after the
+	// hook ran.
+	if !hookRan.IsZero() && quarantined.Sub(hookRan) < 50*time.Second {
+		t.Errorf("quarantined %s after the hook ran, before the rung's 1m timeout", quarantined.Sub(hookRan).Round(time.Second))
+	}
+	t.Logf("FIGURE ladder: fault → hook ran %s, → quarantined %s", hookRan.Sub(t0).Round(100*time.Millisecond), quarantined.Sub(t0).Round(100*time.Millisecond))
+
+	// The fault lifted, a person releases the node.
+	deleteTestLink()
+	linkUp = true
+	n.waitCondition(ctx, t, "NetworkingReady", time.Minute, isStatus(corev1.ConditionTrue))
+	patch := []byte(`{"metadata":{"annotations":{"nodemend.dev/release":"e2e"}}}`)
+	if _, err := n.client.CoreV1().Nodes().Patch(ctx, n.layout.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		nd, err = n.client.CoreV1().Nodes().Get(ctx, n.layout.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tainted := false
+		for _, tn := range nd.Spec.Taints {
+			tainted = tainted || strings.HasPrefix(tn.Key, "nodemend.dev/")
+		}
+		if !tainted && !nd.Spec.Unschedulable && nd.Annotations["nodemend.dev/repair-phase"] == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not back in service 1m after the release: taints %v, unschedulable %v, annotations %v", nd.Spec.Taints, nd.Spec.Unschedulable, nd.Annotations)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// ordersFor lists the actions of the NodeRemediations for the node.
+func (n *node) ordersFor(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	list, err := n.dynamic(t).Resource(remediationGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range list.Items {
+		node, _, _ := unstructured.NestedString(o.Object, "spec", "nodeName")
+		action, _, _ := unstructured.NestedString(o.Object, "spec", "action")
+		if node == n.layout.NodeName && o.GetName() != "e2e-reboot-hook" {
+			out = append(out, action)
+		}
+	}
+	return out
+}
