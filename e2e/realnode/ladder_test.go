@@ -4,6 +4,7 @@ package realnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -99,7 +100,7 @@ spec:
 			quarantined = time.Now()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no quarantine in 4m (hook ran: %v); node annotations %v", !hookRan.IsZero(), nd.Annotations)
+			t.Fatalf("no quarantine in 4m (hook ran: %v); node annotations %v; %s", !hookRan.IsZero(), nd.Annotations, n.ladderState(ctx, t))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -108,7 +109,7 @@ spec:
 		t.Errorf("orders for the node: %v, want exactly one Reboot", orders)
 	}
 	if hookRan.IsZero() {
-		t.Error("the reboot hook never ran")
+		t.Errorf("the reboot hook never ran; %s", n.ladderState(ctx, t))
 	}
 	if nd.Status.NodeInfo.BootID != boot {
 		t.Errorf("the Node's boot ID changed (%q, was %q): the machine rebooted", nd.Status.NodeInfo.BootID, boot)
@@ -171,4 +172,24 @@ func (n *node) ordersFor(ctx context.Context, t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// ladderState describes the node's orders (spec and status) and the events
+// about it, for a failure message.
+func (n *node) ladderState(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	if list, err := n.dynamic(t).Resource(remediationGVR).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range list.Items {
+			spec, _, _ := unstructured.NestedMap(o.Object, "spec")
+			status, _, _ := unstructured.NestedMap(o.Object, "status")
+			fmt.Fprintf(&b, "order %s: spec %v, status %v; ", o.GetName(), spec, status)
+		}
+	}
+	if evs, err := n.client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + n.layout.NodeName}); err == nil {
+		for _, e := range evs.Items {
+			fmt.Fprintf(&b, "event %s %s: %s; ", e.Source.Component, e.Reason, e.Message)
+		}
+	}
+	return b.String()
 }
