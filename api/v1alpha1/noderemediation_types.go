@@ -180,6 +180,18 @@ func (p RemediationPhase) Finished() bool {
 	return p == RemediationSucceeded || p == RemediationFailed || p == RemediationRefused
 }
 
+// DefaultMaxClockSkew is the bound on the difference between an agent's
+// clock and the API server's that agents allow for by default when judging
+// an order's deadline: an agent starts an order only while its clock is
+// before the deadline by more than the bound. The controller gives every
+// order a deadline longer than the bound (OrderActWindow on top), or no
+// agent with the default bound could ever start it.
+const DefaultMaxClockSkew = 30 * time.Second
+
+// OrderActWindow is how long, at least, an agent with the default skew
+// bound has to start an order after its creation.
+const OrderActWindow = 20 * time.Second
+
 // Deadline is when the order stops being valid, by the API server's clock.
 func (o *NodeRemediation) Deadline() time.Time {
 	return o.CreationTimestamp.Add(time.Duration(o.Spec.ActiveDeadlineSeconds) * time.Second)

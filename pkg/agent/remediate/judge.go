@@ -28,8 +28,9 @@ import (
 )
 
 // DefaultMaxClockSkew is the skew bound between the agent's clock and the
-// API server's that the deadline check allows for.
-const DefaultMaxClockSkew = 30 * time.Second
+// API server's that the deadline check allows for; the controller sizes
+// order deadlines from the same constant.
+const DefaultMaxClockSkew = v1alpha1.DefaultMaxClockSkew
 
 // Verdict is what to do with an order.
 type Verdict string

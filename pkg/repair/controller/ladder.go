@@ -115,13 +115,17 @@ func shortAction(a v1alpha1.LadderAction) string {
 	return string(a)
 }
 
-// orderDeadline is how long the agent may take to start an order: well
-// within the attempt's timeout, so that an order is dead before the ladder
-// moves on without it.
+// orderDeadline is how long the agent may take to start an order: a third
+// of the attempt's timeout, but long enough that an agent with the default
+// clock-skew bound still has v1alpha1.OrderActWindow to start it (it refuses
+// an order whose deadline is nearer than the bound), and always short of the
+// timeout, so that an order is dead before the ladder moves on without it.
+// The shortest timeout the API admits (1m) gives 50 s.
 func orderDeadline(a ladder.Attempt) int64 {
-	d, _ := time.ParseDuration(a.Timeout)
-	s := int64(d / 3 / time.Second)
-	return min(max(s, 10), 3600)
+	timeout, _ := time.ParseDuration(a.Timeout)
+	d := max(timeout/3, v1alpha1.DefaultMaxClockSkew+v1alpha1.OrderActWindow)
+	d = min(d, timeout-10*time.Second, time.Hour)
+	return max(int64(d/time.Second), 10)
 }
 
 // remediate follows an ordered attempt: the order is created (once), then
