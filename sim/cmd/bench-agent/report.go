@@ -78,8 +78,10 @@ func report(c config, cur, old *agent, sizes []pkgSize, floor int64, floorLibs i
 	w("%.1f MB more: the code of the libraries it calls and its own. The floor by package:\n\n", float64(cur.strippedBytes-floor)/decimalMB)
 	sizeTable(&b, floorSizes, topFloor)
 	w("\n")
-	w("The file-backed part of the RSS is the binary's pages the process touched (page cache, shared and reclaimable); it follows\n")
-	w("the binary's size. The anonymous part is the agent's own memory (heap, stacks, runtime).\n")
+	w("The file-backed part of the RSS is the binary's pages mapped into the process (page cache, shared and reclaimable). It\n")
+	w("follows the binary's size, not the share of the code that runs: where the page cache holds the binary in large folios\n")
+	w("(FilePmdMapped in /proc/PID/smaps_rollup) a fault maps a whole folio, and text and rodata end up resident whole. The\n")
+	w("anonymous part is the agent's own memory (heap, stacks, runtime).\n")
 	return b.String()
 }
 
