@@ -27,11 +27,6 @@ const (
 	ProgressPlain = "plain"
 )
 
-// NewProgress shows plain progress lines on w.
-func NewProgress(w io.Writer, nodes []string) *Progress {
-	return &Progress{b: progress.New(w, nodes, progress.Options{})}
-}
-
 // newProgress shows progress on w in mode: auto is live on a terminal
 // (not TERM=dumb), plain lines elsewhere.
 func newProgress(w io.Writer, nodes []string, mode string) (*Progress, error) {

@@ -24,9 +24,6 @@ func String(s string) string { return escape(s, false) }
 // (YAML, JSON, a multi-line error) whose layout they are.
 func Text(s string) string { return escape(s, true) }
 
-// Safe reports whether s needs no escaping.
-func Safe(s string) bool { return String(s) == s }
-
 func escape(s string, keepLayout bool) string {
 	if !needs(s, keepLayout) {
 		return s

@@ -316,16 +316,6 @@ func splitParts(name []byte, buf *[128]byte, parts *[maxParts + 1][2]int) int {
 	return np
 }
 
-// eachPart calls f with every whole part of name, lower-cased.
-func eachPart(name []byte, f func(part []byte)) {
-	var buf [128]byte
-	var parts [maxParts + 1][2]int
-	np := splitParts(name, &buf, &parts)
-	for k := 0; k < np; k++ {
-		f(buf[parts[k][0]:parts[k][1]])
-	}
-}
-
 var charClass = func() (t [256]uint8) {
 	for i := range t {
 		t[i] = uint8(classOf(byte(i)))

@@ -4,7 +4,7 @@
 // its standard output, one JSON object per line (systemd's JSON export
 // format); it restarts journalctl with backoff if it exits, resuming after
 // the last entry it saw. For tests and the simulation, it tails a file of
-// such JSON lines instead. Both go through ParseEntry.
+// such JSON lines instead. Both go through parseEntry.
 package journal
 
 import (
@@ -29,7 +29,7 @@ const MaxMessageBytes = 64 << 10
 // maxUnitBytes caps logline.Line.Unit (unit names are at most 256 bytes).
 const maxUnitBytes = 1024
 
-// ErrMalformed is wrapped by every error of ParseEntry.
+// ErrMalformed is wrapped by every error of parseEntry.
 var ErrMalformed = errors.New("journal: malformed entry")
 
 // entry holds the raw JSON values of the fields nodemend uses (nil when
@@ -43,7 +43,7 @@ type entry struct {
 	Cursor     []byte // __CURSOR
 }
 
-// ParseEntry decodes one entry of journalctl's JSON output into a
+// parseEntry decodes one entry of journalctl's JSON output into a
 // logline.Line with Source logline.Journal:
 //
 //   - Text is MESSAGE, which journalctl writes as a string, as an array of
@@ -60,13 +60,8 @@ type entry struct {
 //   - Time is __REALTIME_TIMESTAMP (microseconds since the epoch, as a decimal
 //     string), which is required.
 //
-// It never panics; errors wrap ErrMalformed.
-func ParseEntry(b []byte) (logline.Line, error) {
-	l, _, err := parseEntry(b)
-	return l, err
-}
-
-// parseEntry is ParseEntry that also returns __CURSOR ("" if absent).
+// It also returns __CURSOR ("" if absent). It never panics; errors wrap
+// ErrMalformed.
 func parseEntry(b []byte) (logline.Line, string, error) {
 	e, err := scanEntry(b)
 	if err != nil {

@@ -72,7 +72,7 @@ type Options struct {
 // Stats counts what a Reader saw.
 type Stats struct {
 	Emitted   uint64 // entries handed to emit
-	Malformed uint64 // entries ParseEntry rejected
+	Malformed uint64 // entries parseEntry rejected
 	Restarts  uint64 // times journalctl exited and was started again
 }
 

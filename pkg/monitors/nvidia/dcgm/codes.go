@@ -131,16 +131,6 @@ var healthCodes = []healthCode{
 	{132, warns, []string{"GPU %u exceeded uncorrectable row remap limit with %u remapped rows"}},
 }
 
-// HealthCodes lists the codes a health check can report, including
-// CodeUnknown for a message nodemend does not recognize.
-func HealthCodes() []Code {
-	out := []Code{CodeUnknown}
-	for _, h := range healthCodes {
-		out = append(out, h.code)
-	}
-	return out
-}
-
 // devastatingXIDs are the XIDs DCGM's health watch reports as
 // DCGM_FR_XID_ERROR failures whatever system is watched
 // (DcgmHealthWatch::BuildXidMappings); the other XIDs it maps to
