@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +31,10 @@ const KwokAnnotation = "kwok.x-k8s.io/node"
 // NodeClassName is the KWOKNodeClass every NodePool of the simulation uses.
 const NodeClassName = "default"
 
+// Karpenter is the Karpenter process and the port of its metrics on the
+// loopback interface (nil and 0 when Options.Karpenter is off).
+func (s *Sim) Karpenter() (*Process, int) { return s.karpenter, s.karpenterMetricsPort }
+
 // startKarpenter runs kwok (the fake kubelets) and Karpenter with its kwok
 // provider, and creates the node class NodePools refer to.
 func (s *Sim) startKarpenter(ctx context.Context) error {
@@ -46,20 +49,26 @@ func (s *Sim) startKarpenter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.start("karpenter", filepath.Join(s.bins.sim, "karpenter-kwok"), nil, []string{
+	// Karpenter's own node repair is off unless asked for: nodemend repairs.
+	repair := "NodeRepair=false"
+	if s.opts.KarpenterNodeRepair {
+		repair = "NodeRepair=true"
+	}
+	p, err := s.start("karpenter", filepath.Join(s.bins.sim, "karpenter-kwok"), nil, []string{
 		"KUBECONFIG=" + s.Kubeconfig,
 		"SYSTEM_NAMESPACE=kube-system",
 		"DISABLE_LEADER_ELECTION=true",
 		fmt.Sprintf("METRICS_PORT=%d", metrics),
 		fmt.Sprintf("HEALTH_PROBE_PORT=%d", probe),
 		"LOG_LEVEL=info",
-		// Karpenter's own node repair stays off: nodemend repairs.
-		"FEATURE_GATES=NodeRepair=false",
+		"FEATURE_GATES=" + repair,
 		// A demo's pods arrive together; don't wait 10 s for more.
 		"BATCH_IDLE_DURATION=500ms", "BATCH_MAX_DURATION=3s",
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
+	s.karpenter, s.karpenterMetricsPort = p, metrics
 	class := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
 		"metadata": map[string]any{"name": NodeClassName},
@@ -88,7 +97,8 @@ func (s *Sim) startKarpenter(ctx context.Context) error {
 
 // StartKwok runs kwok as the kubelet of every node annotated
 // kwok.x-k8s.io/node=fake, with kwok's own stages: nodes initialize and
-// renew their Lease, pods become Ready, and deleted pods go away.
+// renew their Lease, pods become Ready, and deleted pods go away; a node
+// annotated HeartbeatStoppedAnnotation is left alone.
 func (s *Sim) StartKwok() error {
 	stages, err := filepath.Glob(filepath.Join(s.bins.sim, "kwok-stages", "*.yaml"))
 	if err != nil || len(stages) == 0 {
@@ -100,10 +110,14 @@ func (s *Sim) StartKwok() error {
 		if err != nil {
 			return err
 		}
-		docs = append(docs, strings.TrimSpace(string(b)))
+		docs = append(docs, string(b))
+	}
+	config, err := kwokStages(docs)
+	if err != nil {
+		return err
 	}
 	conf := filepath.Join(s.Dir, "kwok.yaml")
-	if err := os.WriteFile(conf, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
 		return err
 	}
 	lease := s.opts.KwokLeaseSeconds

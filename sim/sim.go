@@ -45,6 +45,9 @@ type Options struct {
 	Dir string
 	// Karpenter runs Karpenter with its kwok cloud provider (and kwok).
 	Karpenter bool
+	// KarpenterNodeRepair turns on Karpenter's own node repair (its
+	// NodeRepair feature gate), for comparing it with nodemend's.
+	KarpenterNodeRepair bool
 	// Kwok runs kwok without Karpenter: nodes created with the kwok
 	// annotation become Ready (the fleet benchmark creates its own).
 	Kwok bool
@@ -89,8 +92,11 @@ type Sim struct {
 	env         *testenv.Env
 	procs       processes
 	controllers []*Process
-	hosts       *nodeHosts
-	cancel      context.CancelFunc
+	karpenter   *Process
+	// karpenterMetricsPort serves Karpenter's metrics on 127.0.0.1.
+	karpenterMetricsPort int
+	hosts                *nodeHosts
+	cancel               context.CancelFunc
 	// controllerKubeconfig is the controllers' identity (LeastPrivilege).
 	controllerKubeconfig string
 }
