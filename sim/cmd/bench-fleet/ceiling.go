@@ -46,15 +46,17 @@ func measureCeiling(ctx context.Context, cfg *rest.Config, nodes []string, worke
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+	// Workers stop starting PATCHes at the deadline and finish the ones in
+	// flight (cancelling them would only fill the log with client-go's
+	// complaints); took runs until the last one is back.
 	start := time.Now()
+	deadline := start.Add(d)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
 				i := next.Add(1)
 				name := nodes[int(i)%len(nodes)]
 				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench.nodemend.dev/ceiling":"%d"}},"spec":{"unschedulable":false}}`, i)

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -212,36 +211,4 @@ func nodeReady(n *corev1.Node) corev1.ConditionStatus {
 		}
 	}
 	return corev1.ConditionUnknown
-}
-
-// stormWatch is filled by informers: when each sick node was decided
-// (tainted by nodemend, or its NodeClaim deleted by Karpenter) and
-// deleted, and what went wrong on the way.
-type stormWatch struct {
-	mu      sync.Mutex
-	sick    map[string]bool
-	decided map[string]time.Time
-	deleted map[string]time.Time
-	// notReadySeen are the sick nodes seen Ready=False; one seen Ready
-	// again afterwards (before its decision) means kwok still acts on it.
-	notReadySeen map[string]bool
-	revived      []string
-	// healthyDeleted are nodes deleted that the storm left healthy.
-	healthyDeleted []string
-}
-
-func newStormWatch(sick []string) *stormWatch {
-	w := &stormWatch{sick: map[string]bool{}, decided: map[string]time.Time{}, deleted: map[string]time.Time{}, notReadySeen: map[string]bool{}}
-	for _, n := range sick {
-		w.sick[n] = true
-	}
-	return w
-}
-
-func (w *stormWatch) decide(node string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, ok := w.decided[node]; !ok && w.sick[node] {
-		w.decided[node] = time.Now()
-	}
 }

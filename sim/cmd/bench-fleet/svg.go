@@ -60,8 +60,12 @@ func histogramSVG(title string, lat []time.Duration, goal time.Duration) string 
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="1.5"%s/><text x="%.1f" y="%d" fill="%s">%s %s</text>`,
 			x(d.Seconds()), top, x(d.Seconds()), h-bottom, color, dash, x(d.Seconds())+3, top+12, color, label, d.Round(time.Millisecond))
 	}
-	mark(pct(lat, 0.50), "p50", "#1a7f37", "")
-	mark(pct(lat, 0.99), "p99", "#cf222e", "")
+	// The quantiles of the nodes drawn (a storm cut short by its deadline
+	// draws only those that got there).
+	p50, _ := pct(lat, len(lat), 0.50)
+	p99, _ := pct(lat, len(lat), 0.99)
+	mark(p50, "p50", "#1a7f37", "")
+	mark(p99, "p99", "#cf222e", "")
 	if goal > 0 {
 		mark(goal, "goal", "#6e7781", ` stroke-dasharray="4 3"`)
 	}
