@@ -8,7 +8,7 @@ BIN := bin
 # agent.Dockerfile and hack/images build with the same tags (deploy/deploytest).
 AGENT_TAGS := grpcnotrace
 
-.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e e2e-node bench bench-fleet bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e e2e-node bench bench-fleet bench-fleet-karpenter bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -34,6 +34,14 @@ e2e-node: build images helm
 ## CONTROLLER_ARGS="--max-concurrent-reconciles 32" passes flags to the controller
 bench-fleet: build kube-binaries sim-binaries deps
 	$(GO) run ./sim/cmd/bench-fleet $(if $(CONTROLLER_ARGS),-controller-args "$(CONTROLLER_ARGS)")
+
+## bench-fleet-karpenter: the same Ready=False storm (15% of every pool, kubelets stopped) on Karpenter's nodes,
+## repaired by Karpenter's own NodeRepair, then by nodemend: one table (_output/bench-fleet-karpenter/side-by-side.md);
+## KARPENTER_NODES sizes the fleet (default 1000)
+KARPENTER_NODES ?= 1000
+bench-fleet-karpenter: build kube-binaries sim-binaries deps
+	$(GO) run ./sim/cmd/bench-fleet -engine karpenter,nodemend-karpenter -nodes $(KARPENTER_NODES) -pools 10 -unhealthy 0.15 \
+		-timeout 60m -work _output/bench-fleet-karpenter $(if $(CONTROLLER_ARGS),-controller-args "$(CONTROLLER_ARGS)")
 
 ## bench-agent: nodemend-agent beside the agent of BASE=<ref> (default: merge-base with the latest release tag, else
 ## HEAD~1) on fake hosts: idle CPU, CPU per 1k kernel lines, RSS, binary size by package, fault latency (_output/bench-agent)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -231,30 +230,14 @@ func (o *captureOptions) path(node string, st *v1alpha1.CaptureStatus) (string, 
 
 // wait follows the capture until it is final, showing what was captured.
 func (o *captureOptions) wait(ctx context.Context, c *Clients, prog *Progress, node string, obj *v1alpha1.NodeDiagnostic) (*v1alpha1.NodeDiagnostic, error) {
-	start := time.Now()
-	last := "waiting for the agent"
-	for {
-		cur, err := c.ND.Get(ctx, obj.Name)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("stopped after %v while %s", time.Since(start).Round(time.Second), last)
-			}
-			return nil, Explain(err, "reading nodediagnostic/"+obj.Name)
-		}
-		accepted := meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionAccepted)
-		st := cur.Status.PacketCapture
-		switch {
-		case st != nil && st.Generation == cur.Generation && st.State == v1alpha1.CaptureCompleted:
-			return cur, nil
-		case st != nil && st.Generation == cur.Generation && st.State == v1alpha1.CaptureFailed:
-			return nil, fmt.Errorf("the agent could not capture: %s", st.Message)
-		case !accepted && time.Since(start) > o.agentTimeout:
-			return nil, fmt.Errorf("no nodemend-agent answered for node %s within %v: is the agent running there? "+
-				"(kubectl get pods -A -o wide --field-selector spec.nodeName=%s)", node, o.agentTimeout, node)
-		case !accepted:
-			prog.Update(node, "validating", "waiting for the node's agent")
-		case st != nil && st.State == v1alpha1.CaptureRunning:
-			last = "capturing"
+	return followCapture(ctx, c, prog, node, obj, captureFollow{
+		agentTimeout: o.agentTimeout, poll: o.poll,
+		status: func(st *v1alpha1.NodeDiagnosticStatus) *v1alpha1.CaptureStatus { return st.PacketCapture },
+		failed: "the agent could not capture",
+		stopped: func(waited time.Duration, last string) error {
+			return fmt.Errorf("stopped after %v while %s", waited.Round(time.Second), last)
+		},
+		running: func(st *v1alpha1.CaptureStatus) string {
 			left := ""
 			if st.StartTime != nil {
 				left = fmt.Sprintf(", %v left", max(time.Until(st.StartTime.Add(o.duration)).Round(time.Second), 0))
@@ -264,9 +247,7 @@ func (o *captureOptions) wait(ctx context.Context, c *Clients, prog *Progress, n
 				detail += fmt.Sprintf(", %d chunks uploaded", st.ChunksUploaded)
 			}
 			prog.Tick(node, "capturing", "%s", detail)
-		}
-		if err := sleepCtx(ctx, o.poll); err != nil {
-			return nil, fmt.Errorf("stopped after %v while %s", time.Since(start).Round(time.Second), last)
-		}
-	}
+			return "capturing"
+		},
+	})
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -407,40 +406,22 @@ func sameSince(a, b *metav1.Duration) bool {
 
 // wait follows the request until its log capture is final.
 func (o *logsOptions) wait(ctx context.Context, c *Clients, prog *Progress, node string, obj *v1alpha1.NodeDiagnostic) (*v1alpha1.NodeDiagnostic, error) {
-	start := time.Now()
-	last := "waiting for the agent"
-	for {
-		cur, err := c.ND.Get(ctx, obj.Name)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("timed out after %v while %s", o.timeout, last)
-			}
-			return nil, Explain(err, "reading nodediagnostic/"+obj.Name)
-		}
-		accepted := meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionAccepted)
-		st := cur.Status.LogCapture
-		switch {
-		case st != nil && st.Generation == cur.Generation && st.State == v1alpha1.CaptureCompleted:
-			return cur, nil
-		case st != nil && st.Generation == cur.Generation && st.State == v1alpha1.CaptureFailed:
-			return nil, fmt.Errorf("the agent could not collect the bundle: %s", st.Message)
-		case !accepted && time.Since(start) > o.agentTimeout:
-			return nil, fmt.Errorf("no nodemend-agent answered for node %s within %v: is the agent running there? "+
-				"(kubectl get pods -A -o wide --field-selector spec.nodeName=%s)", node, o.agentTimeout, node)
-		case !accepted:
-			prog.Update(node, "validating", "waiting for the node's agent")
-		case st != nil && st.State == v1alpha1.CaptureRunning:
-			last = "collecting: " + st.Message
+	return followCapture(ctx, c, prog, node, obj, captureFollow{
+		agentTimeout: o.agentTimeout, poll: o.poll,
+		status: func(st *v1alpha1.NodeDiagnosticStatus) *v1alpha1.CaptureStatus { return st.LogCapture },
+		failed: "the agent could not collect the bundle",
+		stopped: func(_ time.Duration, last string) error {
+			return fmt.Errorf("timed out after %v while %s", o.timeout, last)
+		},
+		running: func(st *v1alpha1.CaptureStatus) string {
 			if st.CollectorsTotal > 0 && st.CollectorsDone < st.CollectorsTotal {
 				prog.Tick(node, "collecting", "%d/%d collectors", st.CollectorsDone, st.CollectorsTotal)
 			} else {
 				prog.Update(node, "collecting", "%s", st.Message)
 			}
-		}
-		if err := sleepCtx(ctx, o.poll); err != nil {
-			return nil, fmt.Errorf("timed out after %v while %s", o.timeout, last)
-		}
-	}
+			return "collecting: " + st.Message
+		},
+	})
 }
 
 // bundlePath is where node's bundle named fileName is saved under dir. Both
