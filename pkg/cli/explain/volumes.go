@@ -84,21 +84,18 @@ func inTreeOfPV(s corev1.PersistentVolumeSource) (inTree, bool) {
 	return inTree{}, false
 }
 
-// inTreeOfVolume finds the in-tree plugin an inline pod volume names.
+// inTreeOfVolume finds the in-tree plugin an inline pod volume names: the
+// same plugins as a PersistentVolume's, and all but Cinder with the same
+// source types, so the one table above decides.
 func inTreeOfVolume(s corev1.VolumeSource) (inTree, bool) {
-	switch {
-	case s.AWSElasticBlockStore != nil:
-		return inTree{"awsElasticBlockStore", "ebs.csi.aws.com", s.AWSElasticBlockStore.VolumeID}, true
-	case s.GCEPersistentDisk != nil:
-		return inTree{"gcePersistentDisk", "pd.csi.storage.gke.io", s.GCEPersistentDisk.PDName}, true
-	case s.AzureDisk != nil:
-		return inTree{"azureDisk", "disk.csi.azure.com", s.AzureDisk.DiskName}, true
-	case s.Cinder != nil:
-		return inTree{"cinder", "cinder.csi.openstack.org", s.Cinder.VolumeID}, true
-	case s.VsphereVolume != nil:
-		return inTree{"vsphereVolume", "csi.vsphere.vmware.com", s.VsphereVolume.VolumePath}, true
+	pv := corev1.PersistentVolumeSource{
+		AWSElasticBlockStore: s.AWSElasticBlockStore, GCEPersistentDisk: s.GCEPersistentDisk,
+		AzureDisk: s.AzureDisk, VsphereVolume: s.VsphereVolume,
 	}
-	return inTree{}, false
+	if s.Cinder != nil {
+		pv.Cinder = &corev1.CinderPersistentVolumeSource{VolumeID: s.Cinder.VolumeID}
+	}
+	return inTreeOfPV(pv)
 }
 
 // volumes explains claims that do not bind, volumes that do not attach or
