@@ -143,11 +143,45 @@ func TestImportsPointDown(t *testing.T) {
 	if len(pkgs) < 20 {
 		t.Fatalf("go list found only %d packages", len(pkgs))
 	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+}
+
+// The rule catches what it is for: an import pointing up, a package in no
+// layer; and lets through imports within a layer, down, and outside the
+// module.
+func TestViolationsAreFound(t *testing.T) {
+	got := violations([]pkg{
+		{ImportPath: module + "/pkg/health", Imports: []string{module + "/pkg/repair/gate", module + "/pkg/logline", "fmt"}},
+		{ImportPath: module + "/pkg/repair/gate", Imports: []string{module + "/pkg/repair/pool", module + "/pkg/health"}},
+		{ImportPath: module + "/pkg/repair/controller", Imports: []string{module + "/pkg/agent/exporter"}},
+		{ImportPath: module + "/newtop", Imports: nil},
+	})
+	want := []string{
+		"pkg/health (contract) imports pkg/repair/gate (repair)",
+		"pkg/repair/controller (controller) imports pkg/agent/exporter (agent)",
+		"newtop is in no layer",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("violations = %q, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("violation %d = %q, want it to start %q", i, got[i], w)
+		}
+	}
+}
+
+// violations are the packages in no layer and the imports the table does
+// not allow, one sentence each.
+func violations(pkgs []pkg) []string {
+	var out []string
 	for _, p := range pkgs {
 		from, _ := rel(p.ImportPath)
 		fl, ok := layerOf(from)
 		if !ok {
-			t.Errorf("%s is in no layer: add it to the table in internal/layering and docs/architecture.md", from)
+			out = append(out, fmt.Sprintf("%s is in no layer: add it to the table in internal/layering and docs/architecture.md", from))
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -159,9 +193,10 @@ func TestImportsPointDown(t *testing.T) {
 			if !ok || tl.name == fl.name || slices.Contains(fl.may, tl.name) {
 				continue
 			}
-			t.Errorf("%s (%s) imports %s (%s); %s may import only %v", from, fl.name, to, tl.name, fl.name, append([]string{fl.name}, fl.may...))
+			out = append(out, fmt.Sprintf("%s (%s) imports %s (%s); %s may import only %v", from, fl.name, to, tl.name, fl.name, append([]string{fl.name}, fl.may...)))
 		}
 	}
+	return out
 }
 
 // TestShippedBinariesLinkNoTestSupport: the binaries' dependency lists hold
