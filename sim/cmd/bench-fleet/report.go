@@ -85,7 +85,9 @@ func sample(pid, metricsPort int) (usage, error) {
 	return u, err
 }
 
-// requestCounts sums client-go's rest_client_requests_total by method.
+// requestCounts sums client-go's request counter by method: named
+// rest_client_requests_total by controller-runtime (nodemend) and
+// client_go_request_total by Karpenter.
 func requestCounts(port int) (map[string]float64, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
@@ -97,7 +99,7 @@ func requestCounts(port int) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+		if !strings.HasPrefix(line, "rest_client_requests_total{") && !strings.HasPrefix(line, "client_go_request_total{") {
 			continue
 		}
 		method := between(line, `method="`, `"`)
