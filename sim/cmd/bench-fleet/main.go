@@ -177,6 +177,9 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 		return outcome{}, err
 	}
 	defer s.Stop()
+	// The watches and keepDown end before the simulation does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if opts.Controllers > 0 {
 		if err := s.Apply(ctx, sim.RepairPolicy("bench", benchLabel, "true", conditionType, toleration.String(), "1m", "20%")); err != nil {
 			return outcome{}, err
@@ -232,7 +235,7 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	due, err := storm(ctx, s.Client, c, sick, allCreated, toleration, conditionType)
+	due, err := storm(ctx, s.Client, c, w, sick, allCreated, toleration, conditionType)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -260,11 +263,15 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	return o, report(c, o)
 }
 
+// kwokSettle is how long kwok is given to see that a node's heartbeats
+// stopped.
+const kwokSettle = 5 * time.Second
+
 // storm turns sick unhealthy so that every toleration ends at the same
 // instant (the controllers' worst case) and returns that instant.
 // Every node was created before newest, at least a second before the
 // storm.
-func storm(ctx context.Context, cs kubernetes.Interface, c config, sick []string, newest time.Time, toleration time.Duration, conditionType string) (time.Time, error) {
+func storm(ctx context.Context, cs kubernetes.Interface, c config, w *stormWatch, sick []string, newest time.Time, toleration time.Duration, conditionType string) (time.Time, error) {
 	if c.engine == engineNodemend {
 		// Every transition at the same whole second.
 		ltt := time.Now().Truncate(time.Second).Add(2 * time.Second)
@@ -284,11 +291,17 @@ func storm(ctx context.Context, cs kubernetes.Interface, c config, sick []string
 	if err := stopHeartbeats(ctx, cs, sick); err != nil {
 		return time.Time{}, err
 	}
+	// Kwok's informer takes in the annotation a moment later; a heartbeat
+	// due in between would undo Ready=False (keepDown undoes that again).
+	if err := sleepCtx(ctx, kwokSettle); err != nil {
+		return time.Time{}, err
+	}
 	ltt := newest.Truncate(time.Second).Add(time.Second)
 	due := ltt.Add(toleration)
 	if err := markNotReady(ctx, cs, sick, ltt); err != nil {
 		return time.Time{}, err
 	}
+	go w.keepDown(ctx, cs, ltt)
 	if time.Now().After(due) {
 		return time.Time{}, fmt.Errorf("writing the storm took past the tolerations' end (%s)", due.Format("15:04:05"))
 	}

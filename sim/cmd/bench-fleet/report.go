@@ -217,6 +217,9 @@ func report(c config, o outcome) error {
 	if r.undecided > 0 {
 		row("nodes deleted without a decision seen", r.undecided)
 	}
+	if r.remarked > 0 {
+		row("sick nodes kwok turned Ready again, marked Ready=False again", r.remarked)
+	}
 	fmt.Print("\n" + b.String() + "\n")
 	if err := os.WriteFile(filepath.Join(c.work, "results.md"), []byte(b.String()), 0o644); err != nil {
 		return err
