@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -61,13 +62,33 @@ type Host struct {
 	Agent   *Process
 
 	// boot is when the host booted (proc/stat's btime): kernel records are
-	// stamped relative to it.
-	boot time.Time
+	// stamped relative to it; bootID is proc/sys/kernel/random/boot_id,
+	// which the stand-in kubelet reports as status.nodeInfo.bootID.
+	boot   time.Time
+	bootID string
 
-	mu      sync.Mutex
-	kmsgSeq uint64
-	port    int
-	kubelet *http.Server
+	mu         sync.Mutex
+	kmsgSeq    uint64
+	port       int
+	kubelet    *http.Server
+	reboots    int
+	agentArgs  []string
+	stopWatch  chan struct{}
+	rebootMark string
+}
+
+// Reboots is how many times the host was rebooted by its agent.
+func (h *Host) Reboots() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reboots
+}
+
+// BootID is the host's current boot ID.
+func (h *Host) BootID() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bootID
 }
 
 // Kmsg appends a kernel log record (priority 3, err) to the host's kernel
@@ -163,7 +184,8 @@ func (h *nodeHosts) sync(ctx context.Context, o any) {
 		h.ensureEndpoint(ctx, host, n)
 		return
 	}
-	host := &Host{Node: n.Name, Root: filepath.Join(h.s.Dir, "nodes", n.Name), boot: time.Now().Add(-time.Hour)}
+	host := &Host{Node: n.Name, Root: filepath.Join(h.s.Dir, "nodes", n.Name), boot: time.Now().Add(-time.Hour), bootID: newBootID(),
+		stopWatch: make(chan struct{})}
 	h.hosts[n.Name] = host
 	h.port++
 	port := h.port
@@ -181,6 +203,9 @@ func (h *nodeHosts) sync(ctx context.Context, o any) {
 func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port int) error {
 	gpus, _ := strconv.Atoi(n.Labels[GPULabel])
 	if err := WriteHostRoot(host.Root, host.boot, gpus); err != nil {
+		return err
+	}
+	if err := writeBoot(host.Root, host.boot, host.bootID); err != nil {
 		return err
 	}
 	ln, err := h.net.ListenPort(port)
@@ -213,18 +238,103 @@ func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port 
 			return err
 		}
 	}
-	p, err := h.s.start("agent-"+n.Name, h.s.bins.agent, []string{
+	// The agent's reboot mechanism is a hook that leaves a mark; the
+	// host's watcher reboots it (new boot ID, empty kernel log, the agent
+	// restarted), as a machine would.
+	host.rebootMark = filepath.Join(host.Root, "..", n.Name+".rebooted")
+	hook := filepath.Join(host.Root, "..", n.Name+".reboot")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\nexec touch '"+host.rebootMark+"'\n"), 0o755); err != nil {
+		return err
+	}
+	host.mu.Lock()
+	host.agentArgs = []string{
 		"--kubeconfig", kubeconfig, "--node-name", n.Name, "--host-root", host.Root,
 		"--config", conf, "--metrics-bind-address", "", "--kube-api-qps", "20",
-	}, nil)
+		"--reboot-mechanism", "command", "--reboot-command", hook,
+	}
+	host.mu.Unlock()
+	if err := h.startAgent(host); err != nil {
+		return err
+	}
+	h.s.opts.Logf("node %s: nodemend-agent started, kubelet endpoint %s:%d", n.Name, h.net.IP, port)
+	go h.watchReboots(ctx, host)
+	return nil
+}
+
+func (h *nodeHosts) startAgent(host *Host) error {
+	host.mu.Lock()
+	args := host.agentArgs
+	host.mu.Unlock()
+	p, err := h.s.start("agent-"+host.Node, h.s.bins.agent, args, nil)
 	if err != nil {
 		return err
 	}
 	host.mu.Lock()
 	host.Agent, host.Started = p, time.Now()
 	host.mu.Unlock()
-	h.s.opts.Logf("node %s: nodemend-agent started, kubelet endpoint %s:%d", n.Name, h.net.IP, port)
 	return nil
+}
+
+// watchReboots reboots the host when its agent's reboot hook ran.
+func (h *nodeHosts) watchReboots(ctx context.Context, host *Host) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-host.stopWatch:
+			return
+		case <-tick.C:
+		}
+		if _, err := os.Stat(host.rebootMark); err != nil {
+			continue
+		}
+		if err := h.reboot(ctx, host); err != nil && ctx.Err() == nil {
+			h.s.opts.Logf("node %s: rebooting its simulated host: %v", host.Node, err)
+		}
+	}
+}
+
+// reboot is what a reboot does to the node: its processes end (the agent,
+// killed), the kernel starts afresh (new boot ID and boot time, an empty
+// kernel log), the kubelet reports the new boot ID, and the agent's
+// DaemonSet pod starts it again.
+func (h *nodeHosts) reboot(ctx context.Context, host *Host) error {
+	host.mu.Lock()
+	agent := host.Agent
+	host.mu.Unlock()
+	if agent != nil {
+		agent.Kill()
+	}
+	host.mu.Lock()
+	host.boot, host.bootID, host.kmsgSeq = time.Now(), newBootID(), 0
+	host.reboots++
+	boot, id := host.boot, host.bootID
+	host.mu.Unlock()
+	if err := writeBoot(host.Root, boot, id); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(host.Root, "dev/kmsg"), nil, 0o644); err != nil {
+		return err
+	}
+	if err := os.Remove(host.rebootMark); err != nil {
+		return err
+	}
+	n, err := h.s.Client.CoreV1().Nodes().Get(ctx, host.Node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	h.ensureEndpoint(ctx, host, n)
+	h.s.opts.Logf("node %s: rebooted by its agent (boot ID %s)", host.Node, id)
+	return h.startAgent(host)
+}
+
+func newBootID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // ensureEndpoint makes the node's status name its stand-in kubelet, as a
@@ -233,13 +343,14 @@ func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port 
 // may replace the addresses.
 func (h *nodeHosts) ensureEndpoint(ctx context.Context, host *Host, n *corev1.Node) {
 	host.mu.Lock()
-	port := host.port
+	port, bootID := host.port, host.bootID
 	host.mu.Unlock()
 	if port == 0 {
 		return // still being set up
 	}
 	ip := h.net.IP.String()
-	if n.Status.DaemonEndpoints.KubeletEndpoint.Port == int32(port) && slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}) {
+	if n.Status.DaemonEndpoints.KubeletEndpoint.Port == int32(port) && slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}) &&
+		n.Status.NodeInfo.BootID == bootID {
 		return
 	}
 	patch, _ := json.Marshal(map[string]any{"status": map[string]any{
@@ -248,6 +359,7 @@ func (h *nodeHosts) ensureEndpoint(ctx context.Context, host *Host, n *corev1.No
 			{Type: corev1.NodeHostName, Address: n.Name},
 		},
 		"daemonEndpoints": corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
+		"nodeInfo":        map[string]any{"bootID": bootID},
 	}})
 	if _, err := h.s.Client.CoreV1().Nodes().PatchStatus(ctx, n.Name, patch); err != nil && ctx.Err() == nil {
 		h.s.opts.Logf("node %s: registering its kubelet endpoint: %v", n.Name, err)
@@ -266,6 +378,7 @@ func (h *nodeHosts) remove(name string) {
 	if !ok {
 		return
 	}
+	close(host.stopWatch)
 	host.mu.Lock()
 	agent, kubelet := host.Agent, host.kubelet
 	host.mu.Unlock()
@@ -326,7 +439,7 @@ func WriteHostRoot(root string, boot time.Time, gpus int) error {
 		"proc/sys/kernel/threads-max":    "254288\n",
 		"proc/sys/fs/file-nr":            "9184\t0\t9223372036854775807\n",
 		"proc/uptime":                    "3600.00 7000.00\n",
-		"proc/stat":                      fmt.Sprintf("cpu  1 2 3 4 5 6 7 0 0 0\nbtime %d\n", boot.Unix()),
+		"proc/stat":                      procStat(boot),
 		"proc/1/stat":                    "1 (systemd) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
 		"etc/os-release":                 "NAME=\"nodemend simulated host\"\nID=sim\n",
 		"var/log/messages":               "simulated host booted\n",
@@ -352,6 +465,25 @@ func WriteHostRoot(root string, boot time.Time, gpus int) error {
 		}
 	}
 	return nil
+}
+
+// procStat is the host's proc/stat: the kernel log's timestamps count from
+// its btime.
+func procStat(boot time.Time) string {
+	return fmt.Sprintf("cpu  1 2 3 4 5 6 7 0 0 0\nbtime %d\n", boot.Unix())
+}
+
+// writeBoot records a boot in the host root: its time in proc/stat (which
+// the kernel log's timestamps count from) and its ID.
+func writeBoot(root string, boot time.Time, id string) error {
+	if err := os.WriteFile(filepath.Join(root, "proc/stat"), []byte(procStat(boot)), 0o644); err != nil {
+		return err
+	}
+	p := filepath.Join(root, "proc/sys/kernel/random/boot_id")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(id+"\n"), 0o644)
 }
 
 // selfSigned is the stand-in kubelets' serving certificate (the API server

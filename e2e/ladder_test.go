@@ -1,0 +1,175 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"nodemend.dev/nodemend/sim"
+)
+
+var remediationGVR = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderemediations"}
+
+// A node no engine owns, faulted, is tainted, drained and rebooted once by
+// its own agent (the simulated host's reboot: a new boot ID, an empty
+// kernel log, the agent restarted), verified by the boot ID the kubelet
+// reports, and returned to service once healthy.
+func TestRebootRungOnANodeNoEngineOwns(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const node, label = "e2e-ladder-plain", "e2e.nodemend.dev/ladder"
+	if err := cluster.Apply(ctx, `apiVersion: nodemend.dev/v1alpha1
+kind: NodeRepairPolicy
+metadata:
+  name: e2e-ladder
+spec:
+  nodeSelector:
+    matchLabels: {`+label+`: "true"}
+  weight: 100
+  # The node is a pool of its own: the gate would hold one sick node of one.
+  maxUnhealthy: "100%"
+  rules:
+  - {conditionType: KernelReady, status: "False", toleration: 5s}
+  drain:
+    mode: Evict
+    deadline: 30s
+  ladder:
+  - {action: Reboot, attempts: 1, timeout: 1m}
+  - action: Quarantine
+`); err != nil {
+		t.Fatal(err)
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:        node,
+		Annotations: map[string]string{sim.KwokAnnotation: "fake"},
+		Labels:      map[string]string{label: "true", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux"},
+	}}
+	if _, err := cluster.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = cluster.Client.CoreV1().Nodes().Delete(bg, node, metav1.DeleteOptions{})
+		_ = cluster.Dynamic.Resource(sim.NodeRepairPolicyG).Delete(bg, "e2e-ladder", metav1.DeleteOptions{})
+	})
+	host, err := cluster.Host(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstBoot := host.BootID()
+	waitNode(ctx, t, node, "Ready and reporting its boot ID", func(n *corev1.Node) bool {
+		return n.Status.NodeInfo.BootID == firstBoot && conditionIs(n, "Ready", corev1.ConditionTrue) && conditionIs(n, "KernelReady", corev1.ConditionTrue)
+	})
+
+	// The node keeps running out of PIDs until it is rebooted, as a leak
+	// would make it.
+	faulting, stopFault := context.WithCancel(ctx)
+	defer stopFault()
+	go func() {
+		for faulting.Err() == nil && host.Reboots() == 0 {
+			_, _ = host.Kmsg("cgroup: fork rejected by pids controller in /system.slice/kubelet.service")
+			time.Sleep(time.Second)
+		}
+	}()
+	t0 := time.Now()
+	waitNode(ctx, t, node, "tainted for repair", func(n *corev1.Node) bool { return hasTaint(n, "nodemend.dev/repair") })
+	tainted := time.Since(t0)
+	deadline := time.Now().Add(2 * time.Minute)
+	for host.Reboots() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node was not rebooted within 2m of its taint; orders: %s", ordersFor(ctx, t, node))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rebooted := time.Since(t0)
+	stopFault()
+
+	back := waitNode(ctx, t, node, "back in service: untainted, schedulable, KernelReady", func(n *corev1.Node) bool {
+		return !hasTaint(n, "nodemend.dev/repair") && !n.Spec.Unschedulable && conditionIs(n, "KernelReady", corev1.ConditionTrue)
+	})
+	if host.Reboots() != 1 {
+		t.Errorf("rebooted %d times, want once", host.Reboots())
+	}
+	if got := back.Status.NodeInfo.BootID; got == firstBoot || got != host.BootID() {
+		t.Errorf("boot ID %q after the reboot (first boot %q, host now %q)", got, firstBoot, host.BootID())
+	}
+	if orders := ordersFor(ctx, t, node); orders != "Reboot" {
+		t.Errorf("orders for the node: %q, want exactly one Reboot", orders)
+	}
+	for _, reason := range []string{"NodeRemediationOrdered", "NodeRebootVerified", "NodeReturnedToService"} {
+		if got := eventCount(ctx, t, node, reason, 1); got != 1 {
+			t.Errorf("%d %s events, want 1", got, reason)
+		}
+	}
+	if got := eventCount(ctx, t, node, "NodeRepairFailed", 0); got != 0 {
+		t.Errorf("%d NodeRepairFailed events, want none", got)
+	}
+	t.Logf("FIGURE reboot rung: fault → taint %s, → rebooted %s, → back in service %s",
+		tainted.Round(100*time.Millisecond), rebooted.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
+}
+
+// waitNode waits up to 3 minutes until node satisfies ok, and returns it.
+func waitNode(ctx context.Context, t *testing.T, node, what string, ok func(*corev1.Node) bool) *corev1.Node {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		n, err := cluster.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil && ok(n) {
+			return n
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			state := fmt.Sprint(err)
+			if n != nil {
+				state = fmt.Sprintf("taints %v, unschedulable %v, annotations %v, conditions %v", n.Spec.Taints, n.Spec.Unschedulable, n.Annotations, n.Status.Conditions)
+			}
+			t.Fatalf("node %s not %s: %s; orders: %s", node, what, state, ordersFor(ctx, t, node))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func conditionIs(n *corev1.Node, t string, s corev1.ConditionStatus) bool {
+	for _, c := range n.Status.Conditions {
+		if string(c.Type) == t {
+			return c.Status == s
+		}
+	}
+	return false
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// ordersFor lists the actions of the NodeRemediations for node, with their
+// states.
+func ordersFor(ctx context.Context, t *testing.T, node string) string {
+	t.Helper()
+	list, err := cluster.Dynamic.Resource(remediationGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, o := range list.Items {
+		if n, _, _ := unstructured.NestedString(o.Object, "spec", "nodeName"); n == node {
+			action, _, _ := unstructured.NestedString(o.Object, "spec", "action")
+			out = append(out, action)
+		}
+	}
+	return strings.Join(out, ",")
+}
