@@ -170,6 +170,9 @@ func TestControllerEventsAreItsOwn(t *testing.T) {
 		"related to its NodeClaim": func(e *eventsv1.Event) {
 			e.Related = &corev1.ObjectReference{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "default-x2"}
 		},
+		"related to the NodeRemediation of a ladder rung": func(e *eventsv1.Event) {
+			e.Related = &corev1.ObjectReference{APIVersion: "nodemend.dev/v1alpha1", Kind: "NodeRemediation", Name: "rb-0-reboot-1"}
+		},
 		"related to its Machine": func(e *eventsv1.Event) {
 			e.Related = &corev1.ObjectReference{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Machine", Namespace: "capi", Name: "md-0-x2"}
 		},
