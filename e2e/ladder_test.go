@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"nodemend.dev/nodemend/pkg/cli"
 	"nodemend.dev/nodemend/sim"
 )
 
@@ -113,6 +115,18 @@ spec:
 	}
 	if got := eventCount(ctx, t, node, "NodeRepairFailed", 0); got != 0 {
 		t.Errorf("%d NodeRepairFailed events, want none", got)
+	}
+	// What a person sees: the rung and its verification on the timeline.
+	var out bytes.Buffer
+	mend := cli.NewRootCommand(cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+	mend.SetArgs([]string{"--kubeconfig", cluster.Kubeconfig, "timeline", node})
+	if err := mend.ExecuteContext(ctx); err != nil {
+		t.Fatalf("kubectl mend timeline %s: %v\n%s", node, err, out.String())
+	}
+	for _, want := range []string{"Reboot (rung 1 of 2, attempt 1 of 1)", "NodeRebootVerified", "NodeReturnedToService"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("kubectl mend timeline %s does not show %q:\n%s", node, want, out.String())
+		}
 	}
 	t.Logf("FIGURE reboot rung: fault → taint %s, → rebooted %s, → back in service %s",
 		tainted.Round(100*time.Millisecond), rebooted.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
