@@ -131,12 +131,7 @@ func isTainted(ctx context.Context, t *testing.T, node string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tn := range n.Spec.Taints {
-		if tn.Key == "nodemend.dev/repair" {
-			return true
-		}
-	}
-	return false
+	return hasTaint(n, "nodemend.dev/repair")
 }
 
 // eventCount waits (events are written asynchronously) until node has at

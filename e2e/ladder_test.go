@@ -13,13 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"nodemend.dev/nodemend/pkg/cli"
 	"nodemend.dev/nodemend/sim"
 )
-
-var remediationGVR = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderemediations"}
 
 // A node no engine owns, faulted, is tainted, drained and rebooted once by
 // its own agent (the simulated host's reboot: a new boot ID, an empty
@@ -170,11 +167,11 @@ func hasTaint(n *corev1.Node, key string) bool {
 	return false
 }
 
-// ordersFor lists the actions of the NodeRemediations for node, with their
-// states.
+// ordersFor lists the actions of the NodeRemediations for node,
+// comma-separated.
 func ordersFor(ctx context.Context, t *testing.T, node string) string {
 	t.Helper()
-	list, err := cluster.Dynamic.Resource(remediationGVR).List(ctx, metav1.ListOptions{})
+	list, err := cluster.Dynamic.Resource(sim.NodeRemediationGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err.Error()
 	}

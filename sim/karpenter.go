@@ -17,11 +17,12 @@ import (
 
 // Karpenter's and its kwok provider's resources.
 var (
-	NodePoolGVR       = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
-	NodeClaimGVR      = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
-	KWOKNodeClassGVR  = schema.GroupVersionResource{Group: "karpenter.kwok.sh", Version: "v1alpha1", Resource: "kwoknodeclasses"}
-	NodeRepairPolicyG = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderepairpolicies"}
-	NodeDiagnosticGVR = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "nodediagnostics"}
+	NodePoolGVR        = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+	NodeClaimGVR       = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
+	KWOKNodeClassGVR   = schema.GroupVersionResource{Group: "karpenter.kwok.sh", Version: "v1alpha1", Resource: "kwoknodeclasses"}
+	NodeRepairPolicyG  = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderepairpolicies"}
+	NodeDiagnosticGVR  = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "nodediagnostics"}
+	NodeRemediationGVR = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderemediations"}
 )
 
 // KwokAnnotation marks the nodes kwok acts as the kubelet of; Karpenter's

@@ -22,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -73,7 +74,7 @@ type Host struct {
 	kubelet    *http.Server
 	reboots    int
 	agentArgs  []string
-	stopWatch  chan struct{}
+	stopWatch  context.CancelFunc
 	rebootMark string
 }
 
@@ -184,8 +185,7 @@ func (h *nodeHosts) sync(ctx context.Context, o any) {
 		h.ensureEndpoint(ctx, host, n)
 		return
 	}
-	host := &Host{Node: n.Name, Root: filepath.Join(h.s.Dir, "nodes", n.Name), boot: time.Now().Add(-time.Hour), bootID: newBootID(),
-		stopWatch: make(chan struct{})}
+	host := &Host{Node: n.Name, Root: filepath.Join(h.s.Dir, "nodes", n.Name), boot: time.Now().Add(-time.Hour), bootID: newBootID()}
 	h.hosts[n.Name] = host
 	h.port++
 	port := h.port
@@ -257,7 +257,11 @@ func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port 
 		return err
 	}
 	h.s.opts.Logf("node %s: nodemend-agent started, kubelet endpoint %s:%d", n.Name, h.net.IP, port)
-	go h.watchReboots(ctx, host)
+	watch, stop := context.WithCancel(ctx)
+	host.mu.Lock()
+	host.stopWatch = stop
+	host.mu.Unlock()
+	go h.watchReboots(watch, host)
 	return nil
 }
 
@@ -275,25 +279,17 @@ func (h *nodeHosts) startAgent(host *Host) error {
 	return nil
 }
 
-// watchReboots reboots the host when its agent's reboot hook ran.
+// watchReboots reboots the host when its agent's reboot hook ran, until
+// ctx ends (host.stopWatch, when the host is removed).
 func (h *nodeHosts) watchReboots(ctx context.Context, host *Host) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-host.stopWatch:
-			return
-		case <-tick.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if _, err := os.Stat(host.rebootMark); err != nil {
-			continue
+			return
 		}
 		if err := h.reboot(ctx, host); err != nil && ctx.Err() == nil {
 			h.s.opts.Logf("node %s: rebooting its simulated host: %v", host.Node, err)
 		}
-	}
+	}, 100*time.Millisecond)
 }
 
 // reboot is what a reboot does to the node: its processes end (the agent,
@@ -330,12 +326,8 @@ func (h *nodeHosts) reboot(ctx context.Context, host *Host) error {
 	return h.startAgent(host)
 }
 
-func newBootID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
+// newBootID is a random UUID, as the kernel makes one per boot.
+func newBootID() string { return string(uuid.NewUUID()) }
 
 // ensureEndpoint makes the node's status name its stand-in kubelet, as a
 // kubelet registers its own address and port. It is re-done whenever the
@@ -378,10 +370,12 @@ func (h *nodeHosts) remove(name string) {
 	if !ok {
 		return
 	}
-	close(host.stopWatch)
 	host.mu.Lock()
-	agent, kubelet := host.Agent, host.kubelet
+	agent, kubelet, stopWatch := host.Agent, host.kubelet, host.stopWatch
 	host.mu.Unlock()
+	if stopWatch != nil {
+		stopWatch()
+	}
 	if agent != nil {
 		agent.Stop(5 * time.Second)
 	}

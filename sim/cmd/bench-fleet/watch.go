@@ -153,14 +153,7 @@ const maxRemarks = 2
 // ends. Kwok may have had a heartbeat in flight when the node's heartbeat
 // was stopped; the transition time is unchanged, so no toleration restarts.
 func (w *stormWatch) keepDown(ctx context.Context, cs kubernetes.Interface, ltt time.Time) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		w.mu.Lock()
 		revived := w.revived
 		w.revived = nil
@@ -169,13 +162,13 @@ func (w *stormWatch) keepDown(ctx context.Context, cs kubernetes.Interface, ltt 
 		}
 		w.mu.Unlock()
 		if len(revived) == 0 {
-			continue
+			return
 		}
 		say("  %d sick nodes turned Ready again (a heartbeat in flight); marked Ready=False again", len(revived))
 		if err := markNotReady(ctx, cs, revived, ltt); err != nil && ctx.Err() == nil {
 			say("  marking Ready=False again: %v", err)
 		}
-	}
+	}, time.Second)
 }
 
 // results are latencies from the tolerations' end, sorted; a node not
