@@ -49,7 +49,7 @@ func (a *Agent) startRemediation(ctx context.Context, wg *sync.WaitGroup) {
 		opts.Rebooter = rb
 	}
 	if o.ResetAccelerators {
-		if r, why := remediate.SelectResetter(a.opts.Commands); r == nil {
+		if r, why := remediate.SelectResetter(a.opts.Commands, a.opts.HostCommands); r == nil {
 			opts.ResetOff = why
 		} else {
 			opts.Resetter = r

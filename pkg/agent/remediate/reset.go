@@ -226,16 +226,27 @@ func firstLine(out string, err error) string {
 	return err.Error()
 }
 
-// SelectResetter picks the resetter of the driver tool installed on the
-// host: nvidia-smi, else amd-smi (a node carries one vendor's GPUs; the
-// accelerator monitors decide which apply the same way, by what is there).
-// None installed: nil and why.
-func SelectResetter(c command.Runner) (Resetter, string) {
-	if _, err := c.LookPath("nvidia-smi"); err == nil {
-		return NvidiaSMI{Commands: c}, ""
-	}
-	if _, err := c.LookPath("amd-smi"); err == nil {
-		return AMDSMI{Commands: c}, ""
+// SelectResetter picks the resetter of the driver tool installed where one
+// of runners finds it, in order (the agent's own filesystem, where the
+// NVIDIA container runtime mounts the driver's tools, then the host's,
+// where the driver installed them): nvidia-smi, else amd-smi (a node
+// carries one vendor's GPUs; the accelerator monitors decide which apply
+// the same way, by what is there). Nil runners are skipped. None
+// installed: nil and why.
+func SelectResetter(runners ...command.Runner) (Resetter, string) {
+	for _, tool := range []string{"nvidia-smi", "amd-smi"} {
+		for _, c := range runners {
+			if c == nil {
+				continue
+			}
+			if _, err := c.LookPath(tool); err != nil {
+				continue
+			}
+			if tool == "nvidia-smi" {
+				return NvidiaSMI{Commands: c}, ""
+			}
+			return AMDSMI{Commands: c}, ""
+		}
 	}
 	return nil, "no GPU reset tool is installed (nvidia-smi, amd-smi)"
 }

@@ -164,3 +164,21 @@ func TestSelectResetter(t *testing.T) {
 		}
 	}
 }
+
+// The driver's tool is found on the host when the agent's image lacks it,
+// and the resetter runs it there.
+func TestSelectResetterFindsTheHostsTool(t *testing.T) {
+	own, host := command.NewScript(), command.NewScript()
+	host.Set("nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader", command.Result{Stdout: "00000000:3B:00.0\n"})
+	r, why := SelectResetter(own, nil, host)
+	if r == nil {
+		t.Fatalf("no resetter: %s", why)
+	}
+	n, ok := r.(NvidiaSMI)
+	if !ok || n.Commands != command.Runner(host) {
+		t.Fatalf("resetter %#v, want nvidia-smi run on the host", r)
+	}
+	if r, _ := SelectResetter(nil, own); r != nil {
+		t.Errorf("resetter %v with no tool anywhere", r)
+	}
+}
