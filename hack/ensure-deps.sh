@@ -2,7 +2,8 @@
 # ensure-deps.sh installs the Debian packages that tests and the demo call,
 # when their commands are missing: openssl and curl (local cluster),
 # journalctl and systemd-journal-remote (journal reader integration test),
-# tcpdump (diagnostics packet capture test), mmdebstrap (make images).
+# tcpdump (diagnostics packet capture test), iptables (the networking
+# monitor's checks run against this machine), mmdebstrap (make images).
 set -euo pipefail
 
 declare -A need=(
@@ -11,6 +12,7 @@ declare -A need=(
   [journalctl]=systemd
   [/lib/systemd/systemd-journal-remote]=systemd-journal-remote
   [tcpdump]=tcpdump
+  [iptables-save]=iptables
   [mmdebstrap]=mmdebstrap
 )
 missing=()

@@ -21,10 +21,14 @@ if [[ ! -x "${bin}" ]]; then
   # helm's own release build stamps its version this way; `helm version`
   # then reports the pin instead of "main".
   ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${version}"
-  # Build to a temporary name and rename, so an interrupted build never
-  # leaves a half-written binary that a later run would trust.
-  (cd "${here}/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${dir}/.helm.tmp" helm.sh/helm/v4/cmd/helm)
-  mv "${dir}/.helm.tmp" "${bin}"
+  # Build to a temporary name of its own and rename, so an interrupted
+  # build never leaves a half-written binary that a later run would trust,
+  # and test packages that build it at once (go test ./... on a cold cache)
+  # do not take each other's file: the last rename wins, with the same binary.
+  tmp="$(mktemp "${dir}/.helm.XXXXXX")"
+  trap 'rm -f "${tmp}"' EXIT
+  (cd "${here}/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${tmp}" helm.sh/helm/v4/cmd/helm)
+  mv -f "${tmp}" "${bin}"
   echo "built helm in $((SECONDS - start))s" >&2
 fi
 echo "${bin}"

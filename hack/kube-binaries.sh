@@ -51,10 +51,12 @@ for bin in "${want[@]}"; do
   start=$(date +%s)
   ldflags="-s -w"
   [[ "${bin}" == etcd ]] || ldflags="$(kube_ldflags)"
-  # Build to a temporary name and rename, so an interrupted build never
-  # leaves a half-written binary that a later run would trust.
-  (cd "${here}/kubebin" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "${ldflags}" -o "${bin_dir}/.${bin}.tmp" "${pkg}")
-  mv "${bin_dir}/.${bin}.tmp" "${bin_dir}/${bin}"
+  # Build to a temporary name of its own and rename, so an interrupted
+  # build never leaves a half-written binary that a later run would trust,
+  # and builds running at once do not take each other's file.
+  tmp="$(mktemp "${bin_dir}/.${bin}.XXXXXX")"
+  (cd "${here}/kubebin" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "${ldflags}" -o "${tmp}" "${pkg}") || { rm -f "${tmp}"; exit 1; }
+  mv -f "${tmp}" "${bin_dir}/${bin}"
   echo "built ${bin} in $(( $(date +%s) - start ))s" >&2
 done
 echo "${bin_dir}"

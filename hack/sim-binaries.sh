@@ -15,8 +15,10 @@ build() { # NAME PACKAGE
   [[ -x "${dir}/$1" ]] && return 0
   echo "building $1 (${2}) — first time only, several minutes on 2 cores" >&2
   local start=$SECONDS
-  (cd "${tools}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/.$1.tmp" "$2")
-  mv "${dir}/.$1.tmp" "${dir}/$1"
+  local tmp
+  tmp="$(mktemp "${dir}/.$1.XXXXXX")" # its own name: builds running at once do not take each other's file
+  (cd "${tools}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${tmp}" "$2") || { rm -f "${tmp}"; return 1; }
+  mv -f "${tmp}" "${dir}/$1"
   echo "built $1 in $((SECONDS - start))s" >&2
 }
 build kwok sigs.k8s.io/kwok/cmd/kwok
