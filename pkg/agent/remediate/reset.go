@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
@@ -232,14 +233,20 @@ func firstLine(out string, err error) string {
 // where the driver installed them): nvidia-smi, else amd-smi (a node
 // carries one vendor's GPUs; the accelerator monitors decide which apply
 // the same way, by what is there). Nil runners are skipped. None
-// installed: nil and why.
+// installed: nil and why, naming a tool that is there but refused (one a
+// user other than root could have written), so that the operator is not
+// told it is missing.
 func SelectResetter(runners ...command.Runner) (Resetter, string) {
+	var refused []string
 	for _, tool := range []string{"nvidia-smi", "amd-smi"} {
 		for _, c := range runners {
 			if c == nil {
 				continue
 			}
 			if _, err := c.LookPath(tool); err != nil {
+				if errors.Is(err, childproc.ErrUntrusted) {
+					refused = append(refused, err.Error())
+				}
 				continue
 			}
 			if tool == "nvidia-smi" {
@@ -248,5 +255,9 @@ func SelectResetter(runners ...command.Runner) (Resetter, string) {
 			return AMDSMI{Commands: c}, ""
 		}
 	}
-	return nil, "no GPU reset tool is installed (nvidia-smi, amd-smi)"
+	why := "no GPU reset tool is installed (nvidia-smi, amd-smi)"
+	if len(refused) > 0 {
+		why = "no GPU reset tool can be run: " + strings.Join(refused, "; ")
+	}
+	return nil, why
 }

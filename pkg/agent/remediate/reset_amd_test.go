@@ -1,11 +1,15 @@
 package remediate
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 
+	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
@@ -181,4 +185,27 @@ func TestSelectResetterFindsTheHostsTool(t *testing.T) {
 	if r, _ := SelectResetter(nil, own); r != nil {
 		t.Errorf("resetter %v with no tool anywhere", r)
 	}
+}
+
+// A tool that is there but refused (writable by others) is named as such,
+// not reported missing.
+func TestSelectResetterNamesARefusedTool(t *testing.T) {
+	r, why := SelectResetter(command.NewScript(), untrusted{})
+	if r != nil || !strings.Contains(why, "nvidia-smi") || !strings.Contains(why, childproc.ErrUntrusted.Error()) {
+		t.Fatalf("resetter %v, why %q", r, why)
+	}
+}
+
+// untrusted is a host whose nvidia-smi others could have written.
+type untrusted struct{}
+
+func (untrusted) Run(context.Context, string, []string, io.Writer) error {
+	return errors.New("not run")
+}
+
+func (untrusted) LookPath(name string) (string, error) {
+	if name == "nvidia-smi" {
+		return "", fmt.Errorf("/usr/bin/nvidia-smi: %w", childproc.ErrUntrusted)
+	}
+	return "", childproc.ErrNotFound
 }
