@@ -59,6 +59,7 @@ build:
 	mkdir -p $(BIN)
 	CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" $(GO) build -trimpath -tags "$(AGENT_TAGS)" -ldflags="-s -w" -o $(BIN)/ ./cmd/nodemend-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/ $$($(GO) list ./cmd/... | grep -v '/cmd/nodemend-agent$$')
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/sim/fake-nvidia-smi ./sim/cmd/fake-nvidia-smi
 
 kube-binaries:
 	hack/kube-binaries.sh >/dev/null

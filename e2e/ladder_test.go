@@ -26,49 +26,11 @@ func TestRebootRungOnANodeNoEngineOwns(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	const node, label = "e2e-ladder-plain", "e2e.nodemend.dev/ladder"
-	if err := cluster.Apply(ctx, `apiVersion: nodemend.dev/v1alpha1
-kind: NodeRepairPolicy
-metadata:
-  name: e2e-ladder
-spec:
-  nodeSelector:
-    matchLabels: {`+label+`: "true"}
-  weight: 100
-  # The node is a pool of its own: the gate would hold one sick node of one.
-  maxUnhealthy: "100%"
-  rules:
-  - {conditionType: KernelReady, status: "False", toleration: 5s}
-  drain:
-    mode: Evict
-    deadline: 30s
+	const node = "e2e-ladder-plain"
+	host, firstBoot := plainNode(ctx, t, node, "e2e-ladder", kernelCondition, nil, `
   ladder:
   - {action: Reboot, attempts: 1, timeout: 1m}
-  - action: Quarantine
-`); err != nil {
-		t.Fatal(err)
-	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name:        node,
-		Annotations: map[string]string{sim.KwokAnnotation: "fake"},
-		Labels:      map[string]string{label: "true", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux"},
-	}}
-	if _, err := cluster.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		bg := context.Background()
-		_ = cluster.Client.CoreV1().Nodes().Delete(bg, node, metav1.DeleteOptions{})
-		_ = cluster.Dynamic.Resource(sim.NodeRepairPolicyG).Delete(bg, "e2e-ladder", metav1.DeleteOptions{})
-	})
-	host, err := cluster.Host(ctx, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstBoot := host.BootID()
-	waitNode(ctx, t, node, "Ready and reporting its boot ID", func(n *corev1.Node) bool {
-		return n.Status.NodeInfo.BootID == firstBoot && conditionIs(n, "Ready", corev1.ConditionTrue) && conditionIs(n, "KernelReady", corev1.ConditionTrue)
-	})
+  - action: Quarantine`)
 
 	// The node keeps running out of PIDs until it is rebooted, as a leak
 	// would make it.
@@ -114,19 +76,78 @@ spec:
 		t.Errorf("%d NodeRepairFailed events, want none", got)
 	}
 	// What a person sees: the rung and its verification on the timeline.
+	timelineShows(ctx, t, node, "Reboot (rung 1 of 2, attempt 1 of 1)", "NodeRebootVerified", "NodeReturnedToService")
+	t.Logf("FIGURE reboot rung: fault → taint %s, → rebooted %s, → back in service %s",
+		tainted.Round(100*time.Millisecond), rebooted.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
+}
+
+// plainNode creates a node no engine owns, with labels, under a policy of
+// its own named policy that repairs condition False after 5 s with ladder
+// (YAML lines of the policy's spec; none: the default ladder). It returns
+// the node's simulated host once the node is Ready and condition True, and
+// the boot ID it reports.
+func plainNode(ctx context.Context, t *testing.T, node, policy string, condition corev1.NodeConditionType, labels map[string]string, ladder string) (*sim.Host, string) {
+	t.Helper()
+	label := "e2e.nodemend.dev/" + policy
+	if err := cluster.Apply(ctx, `apiVersion: nodemend.dev/v1alpha1
+kind: NodeRepairPolicy
+metadata:
+  name: `+policy+`
+spec:
+  nodeSelector:
+    matchLabels: {`+label+`: "true"}
+  weight: 100
+  # The node is a pool of its own: the gate would hold one sick node of one.
+  maxUnhealthy: "100%"
+  rules:
+  - {conditionType: `+string(condition)+`, status: "False", toleration: 5s}
+  drain:
+    mode: Evict
+    deadline: 30s`+ladder+`
+`); err != nil {
+		t.Fatal(err)
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:        node,
+		Annotations: map[string]string{sim.KwokAnnotation: "fake"},
+		Labels:      map[string]string{label: "true", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux"},
+	}}
+	for k, v := range labels {
+		n.Labels[k] = v
+	}
+	if _, err := cluster.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = cluster.Client.CoreV1().Nodes().Delete(bg, node, metav1.DeleteOptions{})
+		_ = cluster.Dynamic.Resource(sim.NodeRepairPolicyG).Delete(bg, policy, metav1.DeleteOptions{})
+	})
+	host, err := cluster.Host(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := host.BootID()
+	waitNode(ctx, t, node, "Ready and reporting its boot ID", func(n *corev1.Node) bool {
+		return n.Status.NodeInfo.BootID == boot && conditionIs(n, "Ready", corev1.ConditionTrue) && conditionIs(n, string(condition), corev1.ConditionTrue)
+	})
+	return host, boot
+}
+
+// timelineShows checks that kubectl mend timeline NODE shows each of want.
+func timelineShows(ctx context.Context, t *testing.T, node string, want ...string) {
+	t.Helper()
 	var out bytes.Buffer
 	mend := cli.NewRootCommand(cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
 	mend.SetArgs([]string{"--kubeconfig", cluster.Kubeconfig, "timeline", node})
 	if err := mend.ExecuteContext(ctx); err != nil {
 		t.Fatalf("kubectl mend timeline %s: %v\n%s", node, err, out.String())
 	}
-	for _, want := range []string{"Reboot (rung 1 of 2, attempt 1 of 1)", "NodeRebootVerified", "NodeReturnedToService"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("kubectl mend timeline %s does not show %q:\n%s", node, want, out.String())
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("kubectl mend timeline %s does not show %q:\n%s", node, w, out.String())
 		}
 	}
-	t.Logf("FIGURE reboot rung: fault → taint %s, → rebooted %s, → back in service %s",
-		tainted.Round(100*time.Millisecond), rebooted.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
 }
 
 // waitNode waits up to 3 minutes until node satisfies ok, and returns it.

@@ -29,10 +29,13 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/netnstest"
+	"nodemend.dev/nodemend/sim/simgpu"
 )
 
 // GPULabel on a node (from its NodePool's template) makes its fake host
-// have that many /dev/nvidiaN device nodes, so the NVIDIA monitor applies.
+// have that many NVIDIA GPUs: /dev/nvidiaN device nodes, so the NVIDIA
+// monitor applies, and a stand-in nvidia-smi over their state (package
+// simgpu), so ResetAccelerator orders are carried out.
 const GPULabel = "sim.nodemend.dev/gpus"
 
 // DefaultAgentConfig is the agents' config: kernel log and journal from
@@ -205,6 +208,11 @@ func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port 
 	if err := WriteHostRoot(host.Root, host.boot, gpus); err != nil {
 		return err
 	}
+	if gpus > 0 {
+		if err := simgpu.Install(host.Root, gpus, h.s.bins.nvidiaSMI); err != nil {
+			return err
+		}
+	}
 	if err := writeBoot(host.Root, host.boot, host.bootID); err != nil {
 		return err
 	}
@@ -293,8 +301,8 @@ func (h *nodeHosts) watchReboots(ctx context.Context, host *Host) {
 }
 
 // reboot is what a reboot does to the node: its processes end (the agent,
-// killed), the kernel starts afresh (new boot ID and boot time, an empty
-// kernel log), the kubelet reports the new boot ID, and the agent's
+// killed; those on its GPUs), the kernel starts afresh (new boot ID and boot
+// time, an empty kernel log, GPUs initialised), the kubelet reports the new boot ID, and the agent's
 // DaemonSet pod starts it again.
 func (h *nodeHosts) reboot(ctx context.Context, host *Host) error {
 	host.mu.Lock()
@@ -312,6 +320,9 @@ func (h *nodeHosts) reboot(ctx context.Context, host *Host) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(host.Root, "dev/kmsg"), nil, 0o644); err != nil {
+		return err
+	}
+	if err := simgpu.Reboot(host.Root); err != nil {
 		return err
 	}
 	if err := os.Remove(host.rebootMark); err != nil {

@@ -321,6 +321,7 @@ type binaries struct {
 	sim        string // kwok, karpenter-kwok, crds/, kwok-stages/
 	agent      string
 	controller string
+	nvidiaSMI  string // the GPU hosts' stand-in nvidia-smi (package simgpu)
 }
 
 // findBinaries builds the simulation's components the first time (the
@@ -340,8 +341,9 @@ func findBinaries(opts Options) (binaries, error) {
 	}
 	b.agent = filepath.Join(root, "bin", "nodemend-agent")
 	b.controller = filepath.Join(root, "bin", "nodemend-controller")
+	b.nvidiaSMI = filepath.Join(root, "bin", "sim", "fake-nvidia-smi")
 	var missing []string
-	for _, f := range []string{b.agent, b.controller} {
+	for _, f := range []string{b.agent, b.controller, b.nvidiaSMI} {
 		if _, err := os.Stat(f); err != nil {
 			missing = append(missing, f)
 		}
