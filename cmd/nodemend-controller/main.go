@@ -40,6 +40,7 @@ type flags struct {
 	leaderElectionID   string
 	metricsAddr        string
 	healthAddr         string
+	pprofAddr          string
 	dryRun             bool
 	backend            string
 	replaceUnowned     bool
@@ -90,6 +91,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.StringVar(&f.leaderElectionID, "leader-election-id", "nodemend-controller", "name of the leader election Lease")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables")
 	fl.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables")
+	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ profiles (for investigating the controller's CPU and memory); 0 disables")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "log and emit NodeRepairWouldStart events instead of repairing; write nothing else")
 	fl.BoolVar(&f.replaceUnowned, "replace-unowned-nodes", false, "repair nodes no engine owns by deleting the Node object (the behaviour before the ladder) where their policy sets neither action nor ladder, instead of the default ladder Reboot, Quarantine (docs/repair.md)")
 	fl.StringVar(&f.backend, "backend", "", fmt.Sprintf("use this backend for every node (%v) instead of choosing by what owns the node", backends.Names()))
@@ -137,7 +139,7 @@ func run(ctx context.Context, f flags) error {
 	mgr, err := controller.NewManager(cfg, controller.ManagerOptions{
 		Logger: log, Namespace: f.namespace, PauseConfigMap: f.pauseConfigMap,
 		LeaderElection: f.leaderElect, LeaderElectionID: f.leaderElectionID,
-		MetricsAddr: f.metricsAddr, HealthAddr: f.healthAddr,
+		MetricsAddr: f.metricsAddr, HealthAddr: f.healthAddr, PprofAddr: f.pprofAddr,
 	})
 	if err != nil {
 		return err

@@ -43,6 +43,7 @@ func TestFlagDefaults(t *testing.T) {
 	want := map[string]string{
 		"leader-elect": "true", "namespace": "nodemend-system", "pause-configmap": "nodemend-pause",
 		"recheck-interval": "5m0s", "dry-run": "false", "backend": "",
+		"pprof-bind-address": "0", // profiles only when a person asks for them
 	}
 	for name, v := range want {
 		if got := fl.Lookup(name).DefValue; got != v {

@@ -189,6 +189,9 @@ type Reconciler struct {
 	inflight map[string]inflight
 	// dedupe keeps events to one per state (events.go).
 	dedupe dedupe
+	// held are decisions' events waiting for their node's next reconcile
+	// (events.go, emitWithNextStep).
+	held heldEvents
 	// blocked are the nodes blocked by a pool or zone gate now, for the
 	// gauge and for the pool events.
 	blocked map[string]blockedAt

@@ -109,7 +109,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	r.metrics.Started(string(trigger.Rule.Type), trigger.Condition.Reason, now.Sub(trigger.Since))
 	log.Info("repair started", "trigger", workflow.Reason(trigger.Condition), "policy", pol.Name, "gate", d.Message,
 		"rung", attempt.Action, "position", attempt.Position.String(), "continued", continued)
-	r.emit(startedEvent(started, trigger, pol, grp, d, attempt, len(rungs)))
+	r.emitWithNextStep(node.Name, startedEvent(started, trigger, pol, grp, d, attempt, len(rungs)))
 	if err := r.after(ctx, node.Name, StepTainted); err != nil {
 		return reconcile.Result{}, err
 	}

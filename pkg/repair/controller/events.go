@@ -54,6 +54,40 @@ func (r *Reconciler) emit(ev event) bool {
 	return true
 }
 
+// emitWithNextStep holds ev, a decision's own event, until the node's next
+// reconcile (sendHeld), which is queued behind the decisions already due:
+// the drain that follows a decision is that reconcile. In a storm a
+// thousand decisions would otherwise each send an Event the API server
+// writes to etcd beside the decisions' taints, slowing them by a quarter
+// (docs/performance.md); with nothing else queued, the next reconcile
+// follows at once. Held events are memory only, as the event recorder's
+// own queue is.
+func (r *Reconciler) emitWithNextStep(node string, ev event) {
+	r.held.mu.Lock()
+	defer r.held.mu.Unlock()
+	if r.held.byNode == nil {
+		r.held.byNode = map[string][]event{}
+	}
+	r.held.byNode[node] = append(r.held.byNode[node], ev)
+}
+
+// sendHeld emits the events held for node, oldest first.
+func (r *Reconciler) sendHeld(node string) {
+	r.held.mu.Lock()
+	evs := r.held.byNode[node]
+	delete(r.held.byNode, node)
+	r.held.mu.Unlock()
+	for _, ev := range evs {
+		r.emit(ev)
+	}
+}
+
+// heldEvents are the events held until their node's next reconcile.
+type heldEvents struct {
+	mu     sync.Mutex
+	byNode map[string][]event
+}
+
 // due reports whether ev is not a repeat, and remembers it as reported.
 func (r *Reconciler) due(ev event) bool {
 	return ev.once == nil || r.dedupe.first(ev.once.subject, ev.reason, ev.once.key)

@@ -33,6 +33,9 @@ type ManagerOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MetricsAddr and HealthAddr are listen addresses; "0" disables.
 	MetricsAddr, HealthAddr string
+	// PprofAddr serves Go's /debug/pprof/ profiles; "" or "0" disables
+	// (the default: a profile endpoint is for a person investigating).
+	PprofAddr string
 }
 
 // NewManager returns a manager whose cache holds what the repair controller
@@ -60,6 +63,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 		},
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.HealthAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.Namespace,

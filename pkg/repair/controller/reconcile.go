@@ -35,6 +35,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := ctx.Err(); err != nil {
 		return reconcile.Result{}, err // stopping: no new step
 	}
+	r.sendHeld(req.Name) // the previous decision's event, before this step's own
 	log := ctrl.LoggerFrom(ctx)
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {

@@ -68,6 +68,9 @@ type config struct {
 	// ceilingWorkers and ceilingFor shape the write-ceiling measurement.
 	ceilingWorkers int
 	ceilingFor     time.Duration
+	// profileFor, when set, takes a CPU profile of the controller from a
+	// second before the tolerations end (the decision phase).
+	profileFor time.Duration
 }
 
 // The engines a storm can be repaired by.
@@ -99,6 +102,7 @@ func main() {
 	flag.StringVar(&c.extra, "controller-args", "", "extra nodemend-controller flags, space-separated (e.g. \"--kube-api-qps 1000\")")
 	flag.IntVar(&c.ceilingWorkers, "ceiling-workers", 64, "parallel PATCHes of the write-ceiling measurement")
 	flag.DurationVar(&c.ceilingFor, "ceiling-for", 10*time.Second, "how long the write ceiling is measured")
+	flag.DurationVar(&c.profileFor, "cpu-profile-for", 0, "take a CPU profile of the controller this long from a second before the tolerations end, to <work>/controller-cpu.pprof (go tool pprof); 0: none")
 	flag.Parse()
 	// envtest logs through controller-runtime's logger; the benchmark says
 	// what it does itself.
@@ -171,6 +175,15 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 		opts.Karpenter = true
 		toleration, conditionType = karpenterTolerationFor, string(corev1.NodeReady)
 	}
+	pprofAddr := ""
+	if c.profileFor > 0 {
+		port, err := sim.FreePort()
+		if err != nil {
+			return outcome{}, err
+		}
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		opts.ControllerArgs = append(opts.ControllerArgs, "--pprof-bind-address", pprofAddr)
+	}
 	opts.ControllerArgs = append(opts.ControllerArgs, strings.Fields(c.extra)...)
 	s, err := sim.Start(ctx, opts)
 	if err != nil {
@@ -239,6 +252,12 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
+	profiled := make(chan error, 1)
+	if pprofAddr != "" {
+		go func() { profiled <- cpuProfile(ctx, pprofAddr, due.Add(-time.Second), c.profileFor, filepath.Join(c.work, "controller-cpu.pprof")) }()
+	} else {
+		profiled <- nil
+	}
 	if wait := time.Until(due); wait > time.Minute {
 		say("waiting %v for the tolerations to end", wait.Round(time.Second))
 		if err := sleepCtx(ctx, wait-2*time.Second); err != nil {
@@ -252,6 +271,9 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	after, err := sampleAll(procs)
 	if err != nil {
 		return outcome{}, err
+	}
+	if err := <-profiled; err != nil {
+		return outcome{}, fmt.Errorf("profiling the controller: %w", err)
 	}
 	if err := s.Healthy(); err != nil {
 		return outcome{}, err
