@@ -254,7 +254,9 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	}
 	profiled := make(chan error, 1)
 	if pprofAddr != "" {
-		go func() { profiled <- cpuProfile(ctx, pprofAddr, due.Add(-time.Second), c.profileFor, filepath.Join(c.work, "controller-cpu.pprof")) }()
+		go func() {
+			profiled <- cpuProfile(ctx, pprofAddr, due.Add(-time.Second), c.profileFor, filepath.Join(c.work, "controller-cpu.pprof"))
+		}()
 	} else {
 		profiled <- nil
 	}
