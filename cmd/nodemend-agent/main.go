@@ -75,7 +75,7 @@ $NODE_NAME.`,
 	fl.StringVar(&f.hostRoot, "host-root", "/", "directory the host's filesystem is mounted at; every host path is read under it")
 	fl.StringVar(&f.configPath, "config", "", "agent config file (YAML, see docs/agent-config.md); reloaded on change")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:8088", "address for /metrics, /healthz and /readyz; empty disables")
-	fl.Float32Var(&f.qps, "kube-api-qps", 5, "client-side rate limit on requests to the API server")
+	fl.Float32Var(&f.qps, "kube-api-qps", 5, "client-side rate limit on requests to the API server, for the node's conditions and for everything else (Events, pod reads, diagnostics) each: a flood of Events never delays a condition")
 	fl.BoolVar(&f.diagnostics, "diagnostics", true, "serve NodeDiagnostics for this node (docs/diagnostics.md)")
 	fl.StringSliceVar(&f.diagAllowUploads, "diagnostics-allow-upload-cidrs", nil, "private/loopback/link-local CIDRs that NodeDiagnostic upload URLs may reach (refused by default)")
 	fl.BoolVar(&f.remediation, "remediation", true, "serve NodeRemediations (reboot and accelerator-reset orders) for this node (docs/repair.md)")
@@ -112,6 +112,12 @@ func run(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
+	// The conditions have a client of their own: a flood of warnings
+	// (Events) must not queue a fault's condition behind it.
+	status, err := coreclient.New(cfg)
+	if err != nil {
+		return err
+	}
 	diag, err := diagnosticsOptions(f, cfg)
 	if err != nil {
 		return err
@@ -122,7 +128,7 @@ func run(ctx context.Context, f flags) error {
 			Reboot: remediate.RebootConfig{Mechanism: f.rebootMechanism, Command: f.rebootCommand}}
 	}
 	a, err := agent.New(agent.Options{
-		Client: client, NodeName: f.nodeName, HostRoot: f.hostRoot, ConfigPath: f.configPath,
+		Client: client, StatusClient: status, NodeName: f.nodeName, HostRoot: f.hostRoot, ConfigPath: f.configPath,
 		MetricsAddr: f.metricsAddr, Log: log, Diagnostics: diag, Remediation: rem,
 	})
 	if err != nil {

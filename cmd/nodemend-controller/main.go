@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"nodemend.dev/nodemend/internal/kubeconfig"
@@ -122,11 +121,7 @@ func run(ctx context.Context, f flags) error {
 	// JSON logs; controller-runtime adds controller, reconcileID and Node to
 	// every reconcile's logger, the controller NodeClaim or Machine when it
 	// hands a node over.
-	zopts := []ctrlzap.Opts{ctrlzap.UseDevMode(false), ctrlzap.Level(level)}
-	if f.logOut != nil {
-		zopts = append(zopts, ctrlzap.WriteTo(f.logOut))
-	}
-	log := ctrlzap.New(zopts...)
+	log := newLogger(level, f.logOut)
 	ctrl.SetLogger(log)
 
 	cfg, err := kubeconfig.Load(f.kubeconfig)

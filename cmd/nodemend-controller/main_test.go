@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,4 +165,21 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A storm's lines are all kept: a thousand repairs started in a second are
+// a thousand log lines, none sampled away.
+func TestLoggerKeepsEveryLineOfAStorm(t *testing.T) {
+	var out bytes.Buffer
+	log := newLogger(zapcore.InfoLevel, &out)
+	for i := range 1000 {
+		log.Info("repair started", "node", fmt.Sprintf("n-%d", i))
+	}
+	log.V(1).Info("a debug line")
+	if n := strings.Count(out.String(), `"msg":"repair started"`); n != 1000 {
+		t.Errorf("%d of 1000 lines logged", n)
+	}
+	if strings.Contains(out.String(), "a debug line") {
+		t.Error("a debug line at info level")
+	}
 }

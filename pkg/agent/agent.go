@@ -43,8 +43,12 @@ import (
 // Options configure an agent.
 type Options struct {
 	// Client is the agent's core/v1 client (internal/coreclient).
-	Client   *coreclient.Client
-	NodeName string
+	Client *coreclient.Client
+	// StatusClient writes the node's conditions; nil means Client. A client
+	// of its own (its own rate limit) keeps a burst of Events and pod reads
+	// from delaying a condition: conditions are what the controller acts on.
+	StatusClient *coreclient.Client
+	NodeName     string
 	// HostRoot prefixes every host path ("/" in production).
 	HostRoot string
 	// ConfigPath is the config file; empty runs with the defaults.
@@ -177,8 +181,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		log.Error(err, "cannot tell whether the host rebooted; keeping the faults found on the node")
 	}
+	status := a.opts.StatusClient
+	if status == nil {
+		status = a.opts.Client
+	}
 	a.exporter = exporter.New(exporter.Options{
-		Client: a.opts.Client, NodeName: a.opts.NodeName, Clock: a.opts.Clock,
+		Client: status, NodeName: a.opts.NodeName, Clock: a.opts.Clock,
 		Recorder: a.recorder, Metrics: a.metrics, Log: log.WithName("exporter"),
 		EarlierBoot: earlier,
 	})
