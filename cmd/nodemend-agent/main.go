@@ -21,6 +21,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/kubeconfig"
+	"nodemend.dev/nodemend/internal/selfpages"
 	"nodemend.dev/nodemend/pkg/agent"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
 )
@@ -48,6 +49,9 @@ type flags struct {
 	rebootCommand    []string
 	acceleratorReset bool
 	maxClockSkew     time.Duration
+	// pageOutAfter: when to page out the executable's start-up pages
+	// (internal/selfpages); 0: never.
+	pageOutAfter time.Duration
 }
 
 func newCommand() *cobra.Command {
@@ -83,6 +87,7 @@ $NODE_NAME.`,
 	fl.StringSliceVar(&f.rebootCommand, "reboot-command", nil, "argv of the reboot command for --reboot-mechanism=command, comma-separated, run without a shell")
 	fl.BoolVar(&f.acceleratorReset, "accelerator-reset", true, "carry out ResetAccelerator orders with the GPU driver's tool when it is installed (nvidia-smi --gpu-reset, amd-smi reset --gpureset)")
 	fl.DurationVar(&f.maxClockSkew, "max-clock-skew", remediate.DefaultMaxClockSkew, "bound on the difference between this node's clock and the API server's, allowed for when judging an order's deadline")
+	fl.DurationVar(&f.pageOutAfter, "page-out-startup-after", time.Minute, "this long after start, hand the kernel back the pages of the agent's own binary that start-up alone touched (madvise MADV_PAGEOUT; they come back when used); 0 keeps them resident")
 	return cmd
 }
 
@@ -136,7 +141,30 @@ func run(ctx context.Context, f flags) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if f.pageOutAfter > 0 {
+		go pageOutStartup(ctx, log, f.pageOutAfter)
+	}
 	return runLogged(ctx, a, log)
+}
+
+// pageOutStartup pages out the agent's executable once start-up is over:
+// by then every monitor has run its first check, so the resident code is
+// what the agent keeps running (internal/selfpages; docs/agent.md,
+// footprint).
+func pageOutStartup(ctx context.Context, log logr.Logger, after time.Duration) {
+	t := time.NewTimer(after)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	n, err := selfpages.ReleaseExecutable()
+	if err != nil {
+		log.Info("the binary's start-up pages stay resident", "reason", err.Error())
+		return
+	}
+	log.Info("paged out the binary's start-up pages; the kernel reads back what is used", "mappedBytes", n)
 }
 
 func runLogged(ctx context.Context, a *agent.Agent, log logr.Logger) error {
