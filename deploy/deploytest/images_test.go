@@ -241,4 +241,14 @@ func TestAgentBuildFlagsAgree(t *testing.T) {
 			t.Errorf("agent.Dockerfile's go build lacks %s (the Makefile's AGENT_TAGS is %s): %q", strings.TrimSpace(want), tags, dockerBuild)
 		}
 	}
+	// make bench-agent measures the agent as make build builds it.
+	if !regexp.MustCompile(`(?m)^bench-agent:.*\n\t.*go run ./sim/cmd/bench-agent -tags "\$\(AGENT_TAGS\)"`).MatchString(strings.ReplaceAll(makefile, "$(GO)", "go")) {
+		t.Error(`the Makefile's bench-agent does not pass -tags "$(AGENT_TAGS)" to bench-agent`)
+	}
+	bench := string(Must[[]byte](t)(os.ReadFile(filepath.Join(RepoRoot(), "sim", "cmd", "bench-agent", "agent.go"))))
+	for _, want := range []string{`"-trimpath"`, `"-ldflags=-s -w"`, `"CGO_ENABLED=1"`} {
+		if !strings.Contains(bench, want) {
+			t.Errorf("bench-agent's agent build lacks %s", want)
+		}
+	}
 }
