@@ -224,9 +224,17 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	procs := watchedProcesses(s, opts.Controllers > 0, metricsPort)
 	names := slices.Sorted(maps.Keys(pools))
 	sick := pickUnhealthy(pools, c.unhealthy)
+	ceilStart, err := sampleMachine()
+	if err != nil {
+		return outcome{}, err
+	}
 	ceil, err := measureCeiling(ctx, s.RESTConfigFor("bench-ceiling"), healthyOnes(names, sick), c.ceilingWorkers, c.ceilingFor)
 	if err != nil {
 		return outcome{}, fmt.Errorf("measuring the write ceiling: %w", err)
+	}
+	ceilEnd, err := sampleMachine()
+	if err != nil {
+		return outcome{}, err
 	}
 	say("write ceiling: %d node PATCHes in %v from %d workers = %.0f/s; decision p99 goal for %d due nodes: %v",
 		ceil.patches, ceil.took.Round(time.Millisecond), ceil.workers, ceil.perSecond(), len(sick), ceil.decisionBound(len(sick)).Round(time.Millisecond))
@@ -252,6 +260,10 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
+	traceCtx, stopTrace := context.WithCancel(ctx)
+	defer stopTrace()
+	traced := make(chan []machineCPU, 1)
+	go func() { traced <- machineTrace(traceCtx, due.Add(-time.Second), c.stormFor+time.Second) }()
 	profiled := make(chan error, 1)
 	if pprofAddr != "" {
 		go func() {
@@ -277,13 +289,16 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err := <-profiled; err != nil {
 		return outcome{}, fmt.Errorf("profiling the controller: %w", err)
 	}
+	stopTrace()
+	trace := <-traced
 	if err := s.Healthy(); err != nil {
 		return outcome{}, err
 	}
 	if err := w.failures(); err != nil {
 		return outcome{}, err
 	}
-	o := outcome{engine: c.engine, nodes: len(pools), res: w.results(due), ceil: ceil, before: before, after: after, created: created, toleration: toleration, condition: conditionType}
+	o := outcome{engine: c.engine, nodes: len(pools), res: w.results(due), ceil: ceil, before: before, after: after, created: created, toleration: toleration, condition: conditionType,
+		ceilingCPU: [2]machineCPU{ceilStart, ceilEnd}, trace: trace, due: due}
 	return o, report(c, o)
 }
 

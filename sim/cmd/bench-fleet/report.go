@@ -133,6 +133,11 @@ type outcome struct {
 	ceil          ceiling
 	before, after []usage
 	created       time.Duration
+	// ceilingCPU brackets the ceiling's measurement; trace samples the
+	// machine from a second before the tolerations end.
+	ceilingCPU [2]machineCPU
+	trace      []machineCPU
+	due        time.Time // when the tolerations ended
 }
 
 // decisionMeans says what an engine's decision is.
@@ -220,6 +225,7 @@ func report(c config, o outcome) error {
 	if r.remarked > 0 {
 		row("sick nodes kwok turned Ready again, marked Ready=False again", r.remarked)
 	}
+	writeShares(&b, o)
 	fmt.Print("\n" + b.String() + "\n")
 	if err := os.WriteFile(filepath.Join(c.work, "results.md"), []byte(b.String()), 0o644); err != nil {
 		return err
@@ -301,4 +307,21 @@ func writeSideBySide(c config, outs []outcome) error {
 	path := filepath.Join(c.work, "side-by-side.md")
 	say("side by side: %s", path)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// writeShares is the table of who used the machine's CPUs while the
+// ceiling was measured and while the storm was decided (toleration end →
+// last decision seen): what the plain client had and what the decisions
+// had.
+func writeShares(b *strings.Builder, o outcome) {
+	if len(o.trace) < 2 || len(o.res.latencies) == 0 {
+		return
+	}
+	last := o.res.latencies[len(o.res.latencies)-1]
+	fmt.Fprintf(b, "\nCPU in cores (CPU seconds per second) of the processes sharing the machine:\n\n| window | %s | machine |\n|---|%s---|\n",
+		strings.Join(sharers, " | "), strings.Repeat("---|", len(sharers)))
+	byName, busy := cores(o.ceilingCPU[0], o.ceilingCPU[1])
+	fmt.Fprintf(b, "| write ceiling (%s) | %s |\n", ms(o.ceilingCPU[1].at.Sub(o.ceilingCPU[0].at)), sharesRow(byName, busy))
+	byName, busy = cores(nearest(o.trace, o.due), nearest(o.trace, o.due.Add(last)))
+	fmt.Fprintf(b, "| decisions (toleration end → last decision, %s) | %s |\n", ms(last), sharesRow(byName, busy))
 }
