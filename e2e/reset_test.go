@@ -41,13 +41,14 @@ func TestResetRungRepairsAGPUWithoutAReboot(t *testing.T) {
 	defer cancel()
 	const node = "e2e-gpu-reset"
 	host, boot := plainNode(ctx, t, node, "e2e-gpu-reset", gpuCondition, map[string]string{sim.GPULabel: "1"}, "")
+	tainted := watchTaint(ctx, t, node)
 	t0 := time.Now()
 	gpuFault(t, host)
-	waitNode(ctx, t, node, "tainted for repair", func(n *corev1.Node) bool { return hasTaint(n, "nodemend.dev/repair") })
-	tainted := time.Since(t0)
-	back := waitNode(ctx, t, node, "back in service: untainted, schedulable, AcceleratedHardwareReady", func(n *corev1.Node) bool {
-		return !hasTaint(n, "nodemend.dev/repair") && !n.Spec.Unschedulable && conditionIs(n, string(gpuCondition), corev1.ConditionTrue)
+	back := waitNode(ctx, t, node, "tainted, reset, and back in service: untainted, schedulable, AcceleratedHardwareReady", func(n *corev1.Node) bool {
+		_, seen := tainted()
+		return seen && !hasTaint(n, "nodemend.dev/repair") && !n.Spec.Unschedulable && conditionIs(n, string(gpuCondition), corev1.ConditionTrue)
 	})
+	taintedAt, _ := tainted()
 	resets, err := simgpu.Resets(host.Root)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestResetRungRepairsAGPUWithoutAReboot(t *testing.T) {
 	}
 	timelineShows(ctx, t, node, "ResetAccelerator (rung 1 of 3, attempt 1 of 1)", "accelerators reset and healthy", "NodeReturnedToService")
 	t.Logf("FIGURE reset rung: fault → taint %s, → back in service %s",
-		tainted.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
+		taintedAt.Sub(t0).Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
 }
 
 // With a process on the faulted GPU the agent refuses the reset (nodemend
