@@ -11,7 +11,7 @@ import (
 
 // The processes that share the machine through a storm, by their command
 // names as the kernel keeps them (15 characters at most).
-var sharers = []string{"kube-apiserver", "etcd", "kwok", "nodemend-contro", "bench-fleet"}
+var sharers = []string{"kube-apiserver", "etcd", "kwok", "nodemend-contro", "karpenter-kwok", "bench-fleet"}
 
 // machineCPU is the CPU time of the sharers, and of the whole machine, at
 // one moment.
