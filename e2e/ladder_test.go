@@ -46,13 +46,7 @@ func TestRebootRungOnANodeNoEngineOwns(t *testing.T) {
 		}
 	}()
 	t0 := time.Now()
-	deadline := time.Now().Add(3 * time.Minute)
-	for host.Reboots() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the node was not rebooted within 3m of its fault; orders: %s", ordersFor(ctx, t, node))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitReboot(ctx, t, host)
 	rebooted := time.Since(t0)
 	taintedAt, seen := tainted()
 	if !seen {
@@ -137,6 +131,18 @@ spec:
 		return n.Status.NodeInfo.BootID == boot && conditionIs(n, "Ready", corev1.ConditionTrue) && conditionIs(n, string(condition), corev1.ConditionTrue)
 	})
 	return host, boot
+}
+
+// waitReboot waits up to 3 minutes for host's first reboot.
+func waitReboot(ctx context.Context, t *testing.T, host *sim.Host) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for host.Reboots() == 0 {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("node %s not rebooted within 3m of its fault; orders: %s", host.Node, ordersFor(ctx, t, host.Node))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // watchTaint records, from now on, when node first carries the repair

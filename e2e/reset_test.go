@@ -91,13 +91,7 @@ func TestBusyGPUEscalatesToReboot(t *testing.T) {
 	}
 	t0 := time.Now()
 	gpuFault(t, host)
-	deadline := time.Now().Add(3 * time.Minute)
-	for host.Reboots() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the node was not rebooted within 3m of the fault; orders: %s", ordersFor(ctx, t, node))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitReboot(ctx, t, host)
 	rebooted := time.Since(t0)
 	back := waitNode(ctx, t, node, "back in service: untainted, schedulable, AcceleratedHardwareReady", func(n *corev1.Node) bool {
 		return !hasTaint(n, "nodemend.dev/repair") && !n.Spec.Unschedulable && conditionIs(n, string(gpuCondition), corev1.ConditionTrue)

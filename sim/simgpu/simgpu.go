@@ -32,6 +32,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"nodemend.dev/nodemend/pkg/agent/remediate"
 )
 
 const (
@@ -53,20 +55,20 @@ var busIDs = []string{
 	"00000000:18:00.0", "00000000:2A:00.0", "00000000:BA:00.0", "00000000:DB:00.0",
 }
 
-// MaxGPUs is how many GPUs a simulated host can have.
-const MaxGPUs = 8
+// maxGPUs is how many GPUs a simulated host can have.
+const maxGPUs = 8
 
 // BusID is the kernel's form ("0000:3b:00.0") of GPU i's address, as the
 // driver's kernel messages and the agent's conditions name it.
-func BusID(i int) string { return kernelForm(busIDs[i]) }
+func BusID(i int) string { return remediate.NormalizeBusID(busIDs[i]) }
 
 // Install gives the host root n GPUs and the stand-in nvidia-smi, copied
 // from tool (a static build of sim/cmd/fake-nvidia-smi) and owned by the
 // caller with mode 0755, so that the agent trusts it as it trusts a
 // driver's tool.
 func Install(root string, n int, tool string) error {
-	if n < 1 || n > MaxGPUs {
-		return fmt.Errorf("a simulated host has 1 to %d GPUs, not %d", MaxGPUs, n)
+	if n < 1 || n > maxGPUs {
+		return fmt.Errorf("a simulated host has 1 to %d GPUs, not %d", maxGPUs, n)
 	}
 	var lines []string
 	for i := 0; i < n; i++ {
@@ -79,15 +81,7 @@ func Install(root string, n int, tool string) error {
 	if err != nil {
 		return fmt.Errorf("the simulated nvidia-smi: %w (run `make build`)", err)
 	}
-	dst := filepath.Join(root, ToolPath)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, bin, 0o755); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return writeAtomic(filepath.Join(root, ToolPath), bin, 0o755)
 }
 
 // SetBusy puts a process on the GPU with bus ID bus (either form), as a
@@ -99,9 +93,6 @@ func SetBusy(root, bus string, pid int, name string) error {
 	}
 	return writeLines(root, busyFile, append(lines, fmt.Sprintf("%s, %d, %s", toolForm(bus), pid, name)))
 }
-
-// SetIdle ends the processes on every GPU.
-func SetIdle(root string) error { return removeFile(root, busyFile) }
 
 // RequireReset marks the GPU as a fault leaves it: every query of it
 // answers "[GPU requires reset]" until it is reset.
@@ -131,7 +122,7 @@ func Resets(root string) ([][]string, error) {
 		}
 		var set []string
 		for _, id := range strings.Split(ids, ",") {
-			set = append(set, kernelForm(id))
+			set = append(set, remediate.NormalizeBusID(id))
 		}
 		out = append(out, set)
 	}
@@ -215,22 +206,13 @@ func resetDone(root string, set []gpu, now time.Time) error {
 }
 
 // toolForm is a bus ID as nvidia-smi writes it: an 8-digit domain, upper
-// case ("00000000:3B:00.0").
+// case ("00000000:3B:00.0"); the kernel's form is remediate.NormalizeBusID.
 func toolForm(bus string) string {
-	b := strings.ToUpper(strings.TrimSpace(bus))
-	if i := strings.IndexByte(b, ':'); i >= 0 && i < 8 {
-		b = strings.Repeat("0", 8-i) + b
+	b := remediate.NormalizeBusID(bus)
+	if strings.IndexByte(b, ':') == 4 {
+		b = "0000" + b
 	}
-	if strings.Count(b, ":") == 2 && !strings.Contains(b, ".") {
-		b += ".0"
-	}
-	return b
-}
-
-// kernelForm is a bus ID as the kernel writes it ("0000:3b:00.0").
-func kernelForm(bus string) string {
-	b := strings.ToLower(toolForm(bus))
-	return strings.TrimPrefix(b, "0000")
+	return strings.ToUpper(b)
 }
 
 func readLines(root, rel string) ([]string, error) {
@@ -250,32 +232,29 @@ func readLines(root, rel string) ([]string, error) {
 	return out, nil
 }
 
-// writeLines replaces a state file whole (a rename), so that the tool,
-// running while a test changes the state, reads the old or the new one.
+// writeLines replaces a state file whole, so that the tool, running while
+// a test changes the state, reads the old or the new one.
 func writeLines(root, rel string, lines []string) error {
-	p := filepath.Join(root, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
 	body := strings.Join(lines, "\n")
 	if body != "" {
 		body += "\n"
+	}
+	return writeAtomic(filepath.Join(root, rel), []byte(body), 0o644)
+}
+
+// writeAtomic writes p through a temporary file of its own and a rename.
+func writeAtomic(p string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".state-*")
 	if err != nil {
 		return err
 	}
-	_, werr := tmp.WriteString(body)
-	if err := errors.Join(werr, tmp.Chmod(0o644), tmp.Close()); err != nil {
+	_, werr := tmp.Write(data)
+	if err := errors.Join(werr, tmp.Chmod(mode), tmp.Close()); err != nil {
 		_ = os.Remove(tmp.Name())
 		return err
 	}
 	return os.Rename(tmp.Name(), p)
-}
-
-func removeFile(root, rel string) error {
-	if err := os.Remove(filepath.Join(root, rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
 }

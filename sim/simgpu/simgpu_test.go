@@ -154,8 +154,8 @@ func TestBusIDForms(t *testing.T) {
 		if got := toolForm(in); got != want {
 			t.Errorf("toolForm(%q) = %q, want %q", in, got, want)
 		}
-		if got := kernelForm(in); got != "0000:3b:00.0" {
-			t.Errorf("kernelForm(%q) = %q", in, got)
+		if got := remediate.NormalizeBusID(in); got != "0000:3b:00.0" {
+			t.Errorf("NormalizeBusID(%q) = %q", in, got)
 		}
 	}
 }

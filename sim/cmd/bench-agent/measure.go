@@ -99,16 +99,16 @@ func measureFlood(ctx context.Context, agents []*agent, rate int, d time.Duratio
 	return nil
 }
 
+// faultGap is the time between the latency phase's faults: more than the
+// agent's client needs to earn back the write a fault spends.
+const faultGap = 500 * time.Millisecond
+
 // measureLatency writes faults Fatal kernel lines to each agent's host,
 // one at a time (each a fork refused in another host cgroup, so each
 // changes KernelReady: the first to False, the later ones its message),
 // and times each until the Node's watch shows the change. Faults are
 // faultGap apart: written back to back, they would time the agent's client
 // rate limit (5 writes/s), not how fast a fault reaches the Node.
-// faultGap is the time between the latency phase's faults: more than the
-// agent's client needs to earn back the write a fault spends.
-const faultGap = 500 * time.Millisecond
-
 func measureLatency(ctx context.Context, env *testenv.Env, agents []*agent, faults int) error {
 	for _, a := range agents {
 		w, err := env.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", a.node).String()})

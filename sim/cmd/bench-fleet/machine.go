@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,34 +22,48 @@ type machineCPU struct {
 	busy   float64            // every CPU's non-idle seconds
 }
 
-func sampleMachine() (machineCPU, error) {
-	m := machineCPU{at: time.Now(), byName: map[string]float64{}}
-	procs, err := procfs.AllProcs()
-	if err != nil {
-		return m, err
-	}
-	for _, p := range procs {
-		st, err := p.Stat()
-		if err != nil {
-			continue // gone meanwhile
-		}
-		for _, name := range sharers {
-			if st.Comm == name {
-				m.byName[name] += st.CPUTime()
-			}
-		}
-	}
+// machine reads the sharers' CPU. Their processes are found once: the
+// trace samples ten times a second through the decisions it measures, on
+// the same two cores, so it reads a handful of stat files, not all of /proc.
+type machine struct {
+	fs    procfs.FS
+	procs []procfs.Proc
+}
+
+// newMachine finds the sharers' processes (the simulation's, started
+// before the storm; a process started later is not counted).
+func newMachine() (*machine, error) {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return m, err
+		return nil, err
 	}
-	stat, err := fs.Stat()
+	all, err := fs.AllProcs()
 	if err != nil {
-		return m, err
+		return nil, err
+	}
+	m := &machine{fs: fs}
+	for _, p := range all {
+		if st, err := p.Stat(); err == nil && slices.Contains(sharers, st.Comm) {
+			m.procs = append(m.procs, p)
+		}
+	}
+	return m, nil
+}
+
+func (m *machine) sample() (machineCPU, error) {
+	s := machineCPU{at: time.Now(), byName: map[string]float64{}}
+	for _, p := range m.procs {
+		if st, err := p.Stat(); err == nil { // else it ended
+			s.byName[st.Comm] += st.CPUTime()
+		}
+	}
+	stat, err := m.fs.Stat()
+	if err != nil {
+		return s, err
 	}
 	c := stat.CPUTotal
-	m.busy = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
-	return m, nil
+	s.busy = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return s, nil
 }
 
 // cores is the CPU each sharer and the machine used between a and b, in
@@ -65,8 +80,8 @@ func cores(a, b machineCPU) (byName map[string]float64, busy float64) {
 	return byName, (b.busy - a.busy) / d
 }
 
-// machineTrace samples the machine every 100 ms from start for d.
-func machineTrace(ctx context.Context, start time.Time, d time.Duration) []machineCPU {
+// trace samples the machine every 100 ms from start for d.
+func (m *machine) trace(ctx context.Context, start time.Time, d time.Duration) []machineCPU {
 	if err := sleepCtx(ctx, time.Until(start)); err != nil {
 		return nil
 	}
@@ -74,8 +89,8 @@ func machineTrace(ctx context.Context, start time.Time, d time.Duration) []machi
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for end := start.Add(d); time.Now().Before(end); {
-		if m, err := sampleMachine(); err == nil {
-			out = append(out, m)
+		if s, err := m.sample(); err == nil {
+			out = append(out, s)
 		}
 		select {
 		case <-ctx.Done():

@@ -224,7 +224,11 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	procs := watchedProcesses(s, opts.Controllers > 0, metricsPort)
 	names := slices.Sorted(maps.Keys(pools))
 	sick := pickUnhealthy(pools, c.unhealthy)
-	ceilStart, err := sampleMachine()
+	mach, err := newMachine()
+	if err != nil {
+		return outcome{}, err
+	}
+	ceilStart, err := mach.sample()
 	if err != nil {
 		return outcome{}, err
 	}
@@ -232,7 +236,7 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err != nil {
 		return outcome{}, fmt.Errorf("measuring the write ceiling: %w", err)
 	}
-	ceilEnd, err := sampleMachine()
+	ceilEnd, err := mach.sample()
 	if err != nil {
 		return outcome{}, err
 	}
@@ -263,7 +267,7 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	traceCtx, stopTrace := context.WithCancel(ctx)
 	defer stopTrace()
 	traced := make(chan []machineCPU, 1)
-	go func() { traced <- machineTrace(traceCtx, due.Add(-time.Second), c.stormFor+time.Second) }()
+	go func() { traced <- mach.trace(traceCtx, due.Add(-time.Second), c.stormFor+time.Second) }()
 	profiled := make(chan error, 1)
 	if pprofAddr != "" {
 		go func() {
