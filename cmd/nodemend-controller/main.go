@@ -101,8 +101,8 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.DurationVar(&f.terminationTimeout, "termination-timeout", 30*time.Minute, "how long a node may outlive its hand-over to the backend before the repair is reported failed")
 	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", 8, "nodes reconciled in parallel")
 	fl.IntVar(&f.maxDrains, "max-concurrent-drains", controller.DefaultMaxConcurrentDrains, "repairs that drain at once over the whole fleet (every due node is tainted first; the others wait their turn); a policy's drain.maxConcurrent bounds its nodes as well; -1: unbounded")
-	fl.Float32Var(&f.qps, "kube-api-qps", 200, "client-side rate limit on requests to the API server (per client: the controller, the drain and the event recorder each have one)")
-	fl.IntVar(&f.burst, "kube-api-burst", 300, "client-side burst above --kube-api-qps")
+	fl.Float32Var(&f.qps, "kube-api-qps", -1, "client-side rate limit on requests to the API server, per resource type; -1: none, the API server's Priority and Fairness queues the controller's requests apart from the kubelets' and leader elections, and the controller's concurrency bounds them (docs/repair.md)")
+	fl.IntVar(&f.burst, "kube-api-burst", 300, "client-side burst above --kube-api-qps, when that is positive")
 	fl.BoolVar(&f.debug, "debug", false, "log at debug level")
 	return cmd
 }
@@ -113,6 +113,10 @@ func run(ctx context.Context, f flags) error {
 	}
 	if f.namespace == "" {
 		return errors.New("--namespace is required")
+	}
+	if f.qps == 0 || (f.qps > 0 && f.burst < 1) {
+		// client-go reads a zero as its own default of 5/s, not as "none".
+		return fmt.Errorf("--kube-api-qps %v --kube-api-burst %d: the rate must be positive with a burst of at least 1, or -1 for no client-side limit", f.qps, f.burst)
 	}
 	level := zapcore.InfoLevel
 	if f.debug {

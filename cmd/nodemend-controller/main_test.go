@@ -44,7 +44,8 @@ func TestFlagDefaults(t *testing.T) {
 	want := map[string]string{
 		"leader-elect": "true", "namespace": "nodemend-system", "pause-configmap": "nodemend-pause",
 		"recheck-interval": "5m0s", "dry-run": "false", "backend": "",
-		"pprof-bind-address": "0", // profiles only when a person asks for them
+		"pprof-bind-address": "0",  // profiles only when a person asks for them
+		"kube-api-qps":       "-1", // no client-side limit: Priority and Fairness (docs/repair.md)
 	}
 	for name, v := range want {
 		if got := fl.Lookup(name).DefValue; got != v {
@@ -56,6 +57,17 @@ func TestFlagDefaults(t *testing.T) {
 func TestRunRefusesAnUnknownBackend(t *testing.T) {
 	if err := run(t.Context(), flags{backend: "terraform", namespace: "x"}); err == nil || !strings.Contains(err.Error(), "--backend") {
 		t.Errorf("run = %v", err)
+	}
+}
+
+// A zero rate would be client-go's 5/s, and a positive one without burst
+// would admit nothing: both are refused before anything starts.
+func TestRunRefusesARateLimitThatIsNotOne(t *testing.T) {
+	for _, f := range []flags{{qps: 0, burst: 300}, {qps: 50, burst: 0}} {
+		f.namespace = "x"
+		if err := run(t.Context(), f); err == nil || !strings.Contains(err.Error(), "--kube-api-qps") {
+			t.Errorf("qps %v burst %d: run = %v", f.qps, f.burst, err)
+		}
 	}
 }
 

@@ -43,8 +43,8 @@ const (
 // (1,000, evenly over pools and zones, so the gates allow them all) turning
 // Ready=Unknown with tolerations that expire spread over a minute, each with
 // a pod to evict. The controller runs in this process with the real clock,
-// leader election on, and the binary's default client rate limit (200 qps,
-// burst 300, per client) and concurrency (8).
+// leader election on, and the binary's default client rate limit (none)
+// and concurrency (8).
 //
 // Reported: time from toleration expiry to the taint being written (the
 // response to the patch), p50/p99/max; the process's peak RSS (the
@@ -91,7 +91,7 @@ func fleetRepair(b *testing.B) {
 	// patches timed.
 	tape := &tapeRecorder{tainted: map[string]time.Time{}}
 	cfg := rest.CopyConfig(restCfg)
-	cfg.QPS, cfg.Burst = 200, 300 // the binary's defaults
+	cfg.QPS = -1 // the binary's default: no client-side limit
 	cfg.WrapTransport = tape.wrap
 	mgr, err := controller.NewManager(cfg, controller.ManagerOptions{
 		Logger: logr.Discard(), Namespace: ns, PauseConfigMap: "nodemend-pause", MetricsAddr: "0", HealthAddr: "0",
