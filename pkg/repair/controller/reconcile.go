@@ -96,8 +96,28 @@ func (r *Reconciler) track(node *corev1.Node, st workflow.State) {
 		since = st.Started
 	}
 	r.mu.Lock()
-	r.inflight[node.Name] = inflight{uid: node.UID, condition: string(st.Condition), trigger: st.Reason, since: since}
+	prev := r.inflight[node.Name]
+	r.inflight[node.Name] = inflight{uid: node.UID, condition: string(st.Condition), trigger: st.Reason, since: since,
+		deletedSelf: prev.deletedSelf && prev.uid == node.UID}
 	r.mu.Unlock()
+}
+
+// markDeletedSelf records that this process deleted node's own object.
+func (r *Reconciler) markDeletedSelf(node *corev1.Node) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if inf, ok := r.inflight[node.Name]; ok && inf.uid == node.UID {
+		inf.deletedSelf = true
+		r.inflight[node.Name] = inf
+	}
+}
+
+// deletedSelf reports whether this process deleted node's own object.
+func (r *Reconciler) deletedSelf(node *corev1.Node) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	inf, ok := r.inflight[node.Name]
+	return ok && inf.uid == node.UID && inf.deletedSelf
 }
 
 // forget drops what is remembered about a node that is healthy again.
@@ -115,11 +135,11 @@ func (r *Reconciler) after(ctx context.Context, node string, s Step) error {
 	return r.opts.AfterStep(ctx, node, s)
 }
 
-// patch writes the difference between old and updated as a JSON merge
-// patch; updated receives the result. With lock, the patch carries old's
+// patch writes the difference between old and updated (nodePatch);
+// updated receives the result. With lock, the patch carries old's
 // resourceVersion, so that a write based on a stale cache (or a second
-// leader) fails instead of overwriting: taints are a list that a merge patch
-// replaces whole.
+// leader) fails instead of overwriting: taints are a list that either kind
+// of patch replaces whole.
 func (r *Reconciler) patch(ctx context.Context, old, updated *corev1.Node, lock bool) error {
 	// A replica that lost leadership or is shutting down must not act: its
 	// context ends first. (The HTTP/2 transport would still send a request
@@ -127,35 +147,31 @@ func (r *Reconciler) patch(ctx context.Context, old, updated *corev1.Node, lock 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return r.client.Patch(ctx, updated, nodePatch(old, lock))
+	p, err := nodePatch(old, updated, lock)
+	if err != nil {
+		return err
+	}
+	return r.client.Patch(ctx, updated, p)
 }
 
 // nodePatch is the patch of a repair's write: built from the fields the
 // repair writes (pkg/repair/nodepatch, a seventh of the CPU of diffing two
-// whole nodes), or the whole-node diff when a write changes anything else.
-func nodePatch(old *corev1.Node, lock bool) client.Patch {
-	whole := client.MergeFrom(old)
+// whole nodes) and sent as a strategic merge patch, which the API server
+// applies to the node without encoding it to JSON and back (the merge
+// patch costs it more: docs/performance.md); the whole-node diff, as a
+// JSON merge patch, when a write changes anything else.
+func nodePatch(old, updated *corev1.Node, lock bool) (client.Patch, error) {
+	data, ok, err := nodepatch.Merge(old, updated, lock)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return client.RawPatch(types.StrategicMergePatchType, data), nil
+	}
 	if lock {
-		whole = client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})
+		return client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{}), nil
 	}
-	return repairPatch{old: old, lock: lock, whole: whole}
-}
-
-type repairPatch struct {
-	old   *corev1.Node
-	lock  bool
-	whole client.Patch
-}
-
-func (p repairPatch) Type() types.PatchType { return types.MergePatchType }
-
-func (p repairPatch) Data(obj client.Object) ([]byte, error) {
-	if updated, ok := obj.(*corev1.Node); ok {
-		if data, ok, err := nodepatch.Merge(p.old, updated, p.lock); ok || err != nil {
-			return data, err
-		}
-	}
-	return p.whole.Data(obj)
+	return client.MergeFrom(old), nil
 }
 
 func kubeletReady(n *corev1.Node) bool {

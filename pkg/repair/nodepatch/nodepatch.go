@@ -9,6 +9,14 @@
 // same machine (docs/performance.md). The fields here are the only ones the
 // repair's steps (pkg/repair/workflow) change; a change anywhere else is
 // reported, and the caller diffs the whole object as before.
+//
+// The patch means the same as a strategic merge patch: none of its lists
+// has a merge strategy (a strategic merge patch replaces taints whole, as a
+// JSON merge patch does), no key can be a patch directive (annotation and
+// label keys cannot start with "$"), and null removes a key in both. The
+// API server applies a strategic merge patch to a node without encoding the
+// whole node to JSON and decoding it back, so the controller sends it as
+// one.
 package nodepatch
 
 import (

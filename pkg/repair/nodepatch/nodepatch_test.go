@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
@@ -90,9 +91,9 @@ func steps() []struct {
 }
 
 // TestMergeMeansWhatTheWholeNodeDiffMeans walks a repair's writes and checks
-// that each patch, applied to the old node's JSON, gives the same node as
-// controller-runtime's diff of the two whole nodes, with and without the
-// lock.
+// that each patch, applied to the old node's JSON as a JSON merge patch and
+// as a strategic merge patch, gives the same node as controller-runtime's
+// diff of the two whole nodes, with and without the lock.
 func TestMergeMeansWhatTheWholeNodeDiffMeans(t *testing.T) {
 	for _, lock := range []bool{false, true} {
 		old := node()
@@ -103,6 +104,9 @@ func TestMergeMeansWhatTheWholeNodeDiffMeans(t *testing.T) {
 				t.Fatalf("%s: Merge = ok %v, %v; want a patch", s.name, ok, err)
 			}
 			want := wholeDiff(t, old, updated, lock)
+			if a, b := strategic(t, old, got), applied(t, old, want); !equality.Semantic.DeepEqual(a, b) {
+				t.Errorf("%s (lock %v): patch %s as a strategic merge patch gives\n%+v\nthe whole-node diff %s gives\n%+v", s.name, lock, got, a.ObjectMeta, want, b.ObjectMeta)
+			}
 			if a, b := applied(t, old, got), applied(t, old, want); !equality.Semantic.DeepEqual(a, b) {
 				t.Errorf("%s (lock %v): patch %s gives\n%+v\nthe whole-node diff %s gives\n%+v", s.name, lock, got, a.ObjectMeta, want, b.ObjectMeta)
 			}
@@ -191,6 +195,25 @@ func applied(t *testing.T, old *corev1.Node, patch []byte) *corev1.Node {
 		t.Fatal(err)
 	}
 	out, err := jsonpatch.MergePatch(doc, patch)
+	if err != nil {
+		t.Fatalf("apply %s: %v", patch, err)
+	}
+	n := &corev1.Node{}
+	if err := json.Unmarshal(out, n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// strategic applies patch as the API server applies a strategic merge patch
+// to a node.
+func strategic(t *testing.T, old *corev1.Node, patch []byte) *corev1.Node {
+	t.Helper()
+	doc, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := strategicpatch.StrategicMergePatch(doc, patch, corev1.Node{})
 	if err != nil {
 		t.Fatalf("apply %s: %v", patch, err)
 	}
