@@ -48,6 +48,13 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 	if o.LeaderElectionID == "" {
 		o.LeaderElectionID = "nodemend-controller"
 	}
+	// No gzip: the API server compresses each watch stream for each client
+	// that accepts it, every node event again, which in a storm is CPU the
+	// server spends on the controller's own writes coming back; node
+	// events are a few KiB on a cluster's network. Only the initial lists
+	// of the informers grow on the wire.
+	cfg = rest.CopyConfig(cfg)
+	cfg.DisableCompression = true
 	mo := manager.Options{
 		Scheme: scheme.New(),
 		Logger: o.Logger,
