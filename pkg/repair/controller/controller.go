@@ -213,6 +213,10 @@ type inflight struct {
 	// trigger is the node's repair-reason annotation, "Type=Status/Reason".
 	trigger string
 	since   time.Time
+	// deletedSelf: this process deleted the Node object itself (a target
+	// that is the node), so a later reconcile waits for it to go without
+	// reading it again: the cache may not have seen the deletion yet.
+	deletedSelf bool
 }
 
 // Setup adds the repair controller to mgr.

@@ -8,6 +8,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // GateCounts is what the gate counts for the cached node called name: from
@@ -49,3 +50,14 @@ func pair(p gate.Group, z *gate.Group) [2]gate.Group {
 
 // NodePatch is the patch the reconciler sends for a write from old.
 var NodePatch = nodePatch
+
+// TerminateStale runs the termination step for node as a reconcile would
+// that read node from a cache not yet told of its deletion.
+func (r *Reconciler) TerminateStale(ctx context.Context, node *corev1.Node) error {
+	st, err := workflow.Read(node)
+	if err != nil {
+		return err
+	}
+	_, err = r.terminate(ctx, node, st, r.opts.Clock.Now(), false)
+	return err
+}

@@ -127,13 +127,23 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 	}
 	var out backend.Outcome
 	var err error
-	if fresh && t.Kind == "Node" && t.APIVersion == "v1" && t.Name == node.Name {
+	self := t.Kind == "Node" && t.APIVersion == "v1" && t.Name == node.Name
+	switch {
+	case self && fresh:
 		out, err = backend.DeleteSeen(ctx, r.client, t, node)
-	} else {
+	case self && r.deletedSelf(node):
+		// Deleted by this process; the cached node is one whose deletion
+		// the informer has not delivered yet (a reconcile queued by the
+		// hand-over's own write, usually): wait for it.
+		out = backend.AlreadyDeleting
+	default:
 		out, err = backend.DeleteOnce(ctx, r.apiReader, r.client, t)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if out == backend.Deleted && self {
+		r.markDeletedSelf(node)
 	}
 	if out == backend.Deleted {
 		log.Info("deleted the node's backend object; waiting for the node to go", "backend", t.Backend)
