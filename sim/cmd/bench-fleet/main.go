@@ -23,6 +23,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -69,8 +70,10 @@ type config struct {
 	ceilingWorkers int
 	ceilingFor     time.Duration
 	// profileFor, when set, takes a CPU profile of the controller from a
-	// second before the tolerations end (the decision phase).
-	profileFor time.Duration
+	// second before the tolerations end (the decision phase); with
+	// profileAPIServer, of kube-apiserver too, then and over the ceiling.
+	profileFor       time.Duration
+	profileAPIServer bool
 }
 
 // The engines a storm can be repaired by.
@@ -103,6 +106,7 @@ func main() {
 	flag.IntVar(&c.ceilingWorkers, "ceiling-workers", 64, "parallel PATCHes of the write-ceiling measurement")
 	flag.DurationVar(&c.ceilingFor, "ceiling-for", 10*time.Second, "how long the write ceiling is measured")
 	flag.DurationVar(&c.profileFor, "cpu-profile-for", 0, "take a CPU profile of the controller this long from a second before the tolerations end, to <work>/controller-cpu.pprof (go tool pprof); 0: none")
+	flag.BoolVar(&c.profileAPIServer, "profile-apiserver", false, "with -cpu-profile-for: profile kube-apiserver as long over the same span (<work>/apiserver-decisions-cpu.pprof) and from 2 s into the write ceiling (<work>/apiserver-ceiling-cpu.pprof)")
 	flag.Parse()
 	// envtest logs through controller-runtime's logger; the benchmark says
 	// what it does itself.
@@ -175,14 +179,14 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 		opts.Karpenter = true
 		toleration, conditionType = karpenterTolerationFor, string(corev1.NodeReady)
 	}
-	pprofAddr := ""
+	prof := profiles{d: c.profileFor, dir: c.work}
 	if c.profileFor > 0 {
 		port, err := sim.FreePort()
 		if err != nil {
 			return outcome{}, err
 		}
-		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
-		opts.ControllerArgs = append(opts.ControllerArgs, "--pprof-bind-address", pprofAddr)
+		prof.controller = fmt.Sprintf("127.0.0.1:%d", port)
+		opts.ControllerArgs = append(opts.ControllerArgs, "--pprof-bind-address", prof.controller)
 	}
 	opts.ControllerArgs = append(opts.ControllerArgs, strings.Fields(c.extra)...)
 	s, err := sim.Start(ctx, opts)
@@ -228,10 +232,27 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
+	// The storm's watch runs from before the ceiling, so that the API server
+	// serves it through both and the ceiling is measured under the load the
+	// decisions meet. It asks for what the controller asks for (protobuf,
+	// no gzip), the cheapest watch to serve.
+	w := newStormWatch(sick)
+	watchClient, err := kubernetes.NewForConfig(cheapWatch(s.RESTConfigFor("bench-watch")))
+	if err != nil {
+		return outcome{}, err
+	}
+	if err := w.watchNodes(ctx, watchClient, c.engine != engineKarpenter); err != nil {
+		return outcome{}, err
+	}
 	ceilStart, err := mach.sample()
 	if err != nil {
 		return outcome{}, err
 	}
+	if c.profileAPIServer && c.profileFor > 0 {
+		prof.apiserver = s.RESTConfigFor("bench-profile")
+	}
+	ceilProfiled := make(chan error, 1)
+	go func() { ceilProfiled <- prof.apiserverAt(ctx, time.Now().Add(2*time.Second), "ceiling") }()
 	ceil, err := measureCeiling(ctx, s.RESTConfigFor("bench-ceiling"), healthyOnes(names, sick), c.ceilingWorkers, c.ceilingFor)
 	if err != nil {
 		return outcome{}, fmt.Errorf("measuring the write ceiling: %w", err)
@@ -240,13 +261,12 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
+	if err := <-ceilProfiled; err != nil {
+		return outcome{}, fmt.Errorf("profiling kube-apiserver: %w", err)
+	}
 	say("write ceiling: %d node PATCHes in %v from %d workers = %.0f/s; decision p99 goal for %d due nodes: %v",
 		ceil.patches, ceil.took.Round(time.Millisecond), ceil.workers, ceil.perSecond(), len(sick), ceil.decisionBound(len(sick)).Round(time.Millisecond))
 	time.Sleep(2 * time.Second) // the controllers' caches take in the ceiling's writes
-	w := newStormWatch(sick)
-	if err := w.watchNodes(ctx, s.Client, c.engine != engineKarpenter); err != nil {
-		return outcome{}, err
-	}
 	if c.engine == engineKarpenter {
 		if err := w.watchNodeClaimDeletions(ctx, s.Dynamic); err != nil {
 			return outcome{}, err
@@ -268,14 +288,9 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	defer stopTrace()
 	traced := make(chan []machineCPU, 1)
 	go func() { traced <- mach.trace(traceCtx, due.Add(-time.Second), c.stormFor+time.Second) }()
-	profiled := make(chan error, 1)
-	if pprofAddr != "" {
-		go func() {
-			profiled <- cpuProfile(ctx, pprofAddr, due.Add(-time.Second), c.profileFor, filepath.Join(c.work, "controller-cpu.pprof"))
-		}()
-	} else {
-		profiled <- nil
-	}
+	profiled := make(chan error, 2)
+	go func() { profiled <- prof.controllerAt(ctx, due.Add(-time.Second)) }()
+	go func() { profiled <- prof.apiserverAt(ctx, due.Add(-time.Second), "decisions") }()
 	if wait := time.Until(due); wait > time.Minute {
 		say("waiting %v for the tolerations to end", wait.Round(time.Second))
 		if err := sleepCtx(ctx, wait-2*time.Second); err != nil {
@@ -290,8 +305,8 @@ func runOne(ctx context.Context, c config) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	if err := <-profiled; err != nil {
-		return outcome{}, fmt.Errorf("profiling the controller: %w", err)
+	if err := errors.Join(<-profiled, <-profiled); err != nil {
+		return outcome{}, fmt.Errorf("profiling: %w", err)
 	}
 	stopTrace()
 	trace := <-traced
