@@ -99,7 +99,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.DurationVar(&f.recheckInterval, "recheck-interval", 5*time.Minute, "how often a blocked repair is reconsidered")
 	fl.DurationVar(&f.drainPollInterval, "drain-poll-interval", 10*time.Second, "how often a drain pass runs while pods remain")
 	fl.DurationVar(&f.terminationTimeout, "termination-timeout", 30*time.Minute, "how long a node may outlive its hand-over to the backend before the repair is reported failed")
-	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", 8, "nodes reconciled in parallel")
+	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "nodes reconciled in parallel (a storm's decisions go faster with more requests in flight at the API server; drains are bounded by --max-concurrent-drains)")
 	fl.IntVar(&f.maxDrains, "max-concurrent-drains", controller.DefaultMaxConcurrentDrains, "repairs that drain at once over the whole fleet (every due node is tainted first; the others wait their turn); a policy's drain.maxConcurrent bounds its nodes as well; -1: unbounded")
 	fl.Float32Var(&f.qps, "kube-api-qps", -1, "client-side rate limit on requests to the API server, per resource type; -1: none, the API server's Priority and Fairness queues the controller's requests apart from the kubelets' and leader elections, and the controller's concurrency bounds them (docs/repair.md)")
 	fl.IntVar(&f.burst, "kube-api-burst", 300, "client-side burst above --kube-api-qps, when that is positive")

@@ -44,7 +44,7 @@ const (
 // Ready=Unknown with tolerations that expire spread over a minute, each with
 // a pod to evict. The controller runs in this process with the real clock,
 // leader election on, and the binary's default client rate limit (none)
-// and concurrency (8).
+// and concurrency (controller.DefaultMaxConcurrentReconciles).
 //
 // Reported: time from toleration expiry to the taint being written (the
 // response to the patch), p50/p99/max; the process's peak RSS (the
