@@ -12,7 +12,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 )
 
@@ -85,10 +85,7 @@ func (g *Global) Clients() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	bulkCfg := rest.CopyConfig(cfg)
-	bulkCfg.ContentType = runtime.ContentTypeProtobuf
-	bulkCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	bulk, err := kubernetes.NewForConfig(bulkCfg)
+	bulk, err := kubernetes.NewForConfig(coreclient.Protobuf(cfg))
 	if err != nil {
 		return nil, err
 	}

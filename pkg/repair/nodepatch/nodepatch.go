@@ -55,9 +55,9 @@ func Merge(old, updated *corev1.Node, lock bool) (patch []byte, ok bool, err err
 	if old.Spec.Unschedulable != updated.Spec.Unschedulable {
 		// false is the field's absence (omitempty), as in the diff of two
 		// whole nodes.
-		spec.Unschedulable = jsonNull
+		spec.Unschedulable = json.RawMessage(jsonNull)
 		if updated.Spec.Unschedulable {
-			spec.Unschedulable = jsonTrue
+			spec.Unschedulable = json.RawMessage("true")
 		}
 	}
 	if spec.Taints != nil || spec.Unschedulable != nil {
@@ -67,10 +67,7 @@ func Merge(old, updated *corev1.Node, lock bool) (patch []byte, ok bool, err err
 	return patch, err == nil, err
 }
 
-var (
-	jsonNull = json.RawMessage("null")
-	jsonTrue = json.RawMessage("true")
-)
+const jsonNull = "null"
 
 type mergePatch struct {
 	Metadata *metaPatch `json:"metadata,omitempty"`
@@ -138,7 +135,7 @@ func sameTaints(a, b []corev1.Taint) bool {
 // patch replaces lists), or null for an empty one.
 func listOrNull(taints []corev1.Taint) (json.RawMessage, error) {
 	if len(taints) == 0 {
-		return jsonNull, nil
+		return json.RawMessage(jsonNull), nil
 	}
 	return json.Marshal(taints)
 }

@@ -188,32 +188,28 @@ func wholeDiff(t *testing.T, old, updated *corev1.Node, lock bool) []byte {
 	return data
 }
 
+// applied applies patch to old's JSON as a JSON merge patch.
 func applied(t *testing.T, old *corev1.Node, patch []byte) *corev1.Node {
 	t.Helper()
-	doc, err := json.Marshal(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jsonpatch.MergePatch(doc, patch)
-	if err != nil {
-		t.Fatalf("apply %s: %v", patch, err)
-	}
-	n := &corev1.Node{}
-	if err := json.Unmarshal(out, n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return applyWith(t, old, patch, jsonpatch.MergePatch)
 }
 
 // strategic applies patch as the API server applies a strategic merge patch
 // to a node.
 func strategic(t *testing.T, old *corev1.Node, patch []byte) *corev1.Node {
 	t.Helper()
+	return applyWith(t, old, patch, func(doc, patch []byte) ([]byte, error) {
+		return strategicpatch.StrategicMergePatch(doc, patch, corev1.Node{})
+	})
+}
+
+func applyWith(t *testing.T, old *corev1.Node, patch []byte, apply func(doc, patch []byte) ([]byte, error)) *corev1.Node {
+	t.Helper()
 	doc, err := json.Marshal(old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := strategicpatch.StrategicMergePatch(doc, patch, corev1.Node{})
+	out, err := apply(doc, patch)
 	if err != nil {
 		t.Fatalf("apply %s: %v", patch, err)
 	}

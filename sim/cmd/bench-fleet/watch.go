@@ -10,12 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"nodemend.dev/nodemend/internal/coreclient"
 )
 
 // stormWatch is filled by informers: when each sick node was decided
@@ -223,9 +224,7 @@ func pct(sorted []time.Duration, total int, p float64) (time.Duration, bool) {
 // each event once per format for all its watchers and compresses it again
 // for each watcher that accepts gzip.
 func cheapWatch(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg = coreclient.Protobuf(cfg)
 	cfg.DisableCompression = true
 	return cfg
 }
