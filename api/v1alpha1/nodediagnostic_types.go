@@ -190,8 +190,8 @@ func AllLogCategories() []LogCategory {
 // one gzip-compressed pcap stream (.pcap.gz), which Wireshark and tshark
 // open as it is and tcpdump reads from zcat.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.destination) != has(self.uploadURLs)",message="packetCapture needs destination: node or uploadURLs, not both"
-// +kubebuilder:validation:XValidation:rule="!has(self.destination) || !has(self.chunkSize)",message="chunkSize applies to uploadURLs only: a capture kept on the node is one file"
+// +kubebuilder:validation:XValidation:rule="(has(self.destination) ? 1 : 0) + (has(self.uploadURLs) ? 1 : 0) + (has(self.upload) ? 1 : 0) == 1",message="packetCapture needs exactly one of destination: node, uploadURLs and upload"
+// +kubebuilder:validation:XValidation:rule="!has(self.destination) || !has(self.chunkSize)",message="chunkSize applies to uploadURLs and upload only: a capture kept on the node is one file"
 type PacketCaptureSpec struct {
 	// Interface is a network interface name, or "any". The agent refuses a
 	// name that is not a network interface of the node (so no D-Bus, USB or
@@ -247,6 +247,48 @@ type PacketCaptureSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
 	UploadURLs []UploadURL `json:"uploadURLs,omitempty"`
+
+	// Upload sends every chunk by POST to one S3 presigned POST policy (an
+	// HTML form upload): the policy's fields with the chunk as the file,
+	// and "${filename}" in the key replaced by the chunk's file name
+	// (NODEDIAGNOSTIC-TIME-00000.pcap.gz, -00001, …), so that one policy
+	// takes all the chunks. kubectl mend capture --s3 makes one; so does
+	// the AWS SDK's PresignPostObject with a "starts-with $key" condition.
+	// Exactly one of destination, uploadURLs and upload is set.
+	//
+	// +optional
+	Upload *PostUpload `json:"upload,omitempty"`
+}
+
+// PostUpload is an S3 presigned POST policy: the bucket's URL and the form
+// fields that carry the signed policy.
+type PostUpload struct {
+	// URL is the bucket's https:// URL the form is posted to.
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="upload url must be https://"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && size(url(self).getHostname()) > 0",message="upload url must be a valid URL with a host"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^https://[^/?#]*@')",message="upload url must not contain user credentials"
+	// +kubebuilder:validation:XValidation:rule="!self.lowerAscii().matches('^https://(127[.]|0[.]0[.]0[.]0|169[.]254[.]|[[](::1?|fe[89ab][0-9a-f]:[^]]*|::ffff:[^]]*)[]]|localhost([:/?#]|$))')",message="upload url must not be a loopback, link-local (such as 169.254.169.254) or unspecified address"
+	URL string `json:"url"`
+
+	// Fields are the form fields of the policy, sent as they are but for
+	// "${filename}" in key: key, policy, x-amz-algorithm (AWS4-HMAC-SHA256),
+	// x-amz-credential, x-amz-date, x-amz-signature and, for temporary
+	// credentials, x-amz-security-token; optionally acl,
+	// success_action_status, Content-Type and x-amz-meta-*. The agent
+	// checks them (the policy must not have expired and must allow the
+	// chunks' keys) before capturing.
+	//
+	// +required
+	// +kubebuilder:validation:MinProperties=6
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="has(self.key) && self.key.contains('${filename}')",message="fields.key must contain ${filename}: one policy takes every chunk"
+	// +kubebuilder:validation:XValidation:rule="has(self.policy)",message="fields.policy is required"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$'))",message="field names are letters, digits, '_', '.' and '-'"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.lowerAscii() == 'file')",message="the file field is the chunk; it is not given"
+	Fields map[string]string `json:"fields"`
 }
 
 // UploadURL is an https:// URL that accepts a PUT.

@@ -57,7 +57,7 @@ func TestChartDefaultsAreTheBinaryDefaults(t *testing.T) {
 			t.Errorf("chart sets --%s=%s, the binary's default is %q", f.Name, got, f.DefValue)
 		}
 	})
-	for _, name := range []string{"kube-api-qps", "diagnostics", "remediation", "reboot-mechanism", "accelerator-reset", "max-clock-skew"} {
+	for _, name := range []string{"kube-api-qps", "diagnostics", "remediation", "reboot-mechanism", "accelerator-reset", "max-clock-skew", "cloud-metadata"} {
 		if !fl.Changed(name) {
 			t.Errorf("the chart leaves --%s to the binary; spell it out (values: agent.*)", name)
 		}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 
+	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/kubeconfig"
 	"nodemend.dev/nodemend/internal/selfpages"
@@ -49,6 +50,9 @@ type flags struct {
 	rebootCommand    []string
 	acceleratorReset bool
 	maxClockSkew     time.Duration
+	// cloud metadata (internal/cloudmeta)
+	cloudMetadata         string
+	cloudMetadataEndpoint string
 	// pageOutAfter: when to page out the executable's start-up pages
 	// (internal/selfpages); 0: never.
 	pageOutAfter time.Duration
@@ -87,6 +91,8 @@ $NODE_NAME.`,
 	fl.StringSliceVar(&f.rebootCommand, "reboot-command", nil, "argv of the reboot command for --reboot-mechanism=command, comma-separated, run without a shell")
 	fl.BoolVar(&f.acceleratorReset, "accelerator-reset", true, "carry out ResetAccelerator orders with the GPU driver's tool when it is installed (nvidia-smi --gpu-reset, amd-smi reset --gpureset)")
 	fl.DurationVar(&f.maxClockSkew, "max-clock-skew", remediate.DefaultMaxClockSkew, "bound on the difference between this node's clock and the API server's, allowed for when judging an order's deadline")
+	fl.StringVar(&f.cloudMetadata, "cloud-metadata", cloudmeta.Auto, "whose instance metadata service to read for scheduled events (ScheduledMaintenance, SpotInterruption) and bundles: auto (the cloud the Node's providerID names: aws://), aws, or none")
+	fl.StringVar(&f.cloudMetadataEndpoint, "cloud-metadata-endpoint", "", "the metadata service's address, http://IP[:port] with a link-local or loopback IP (default: the cloud's own, http://169.254.169.254); tests and the simulation point it at AWS's metadata mock")
 	fl.DurationVar(&f.pageOutAfter, "page-out-startup-after", time.Minute, "this long after start, hand the kernel back the pages of the agent's own binary that start-up alone touched (madvise MADV_PAGEOUT; they come back when used); 0 keeps them resident")
 	return cmd
 }
@@ -132,9 +138,20 @@ func run(ctx context.Context, f flags) error {
 		rem = agent.RemediationOptions{Config: cfg, ResetAccelerators: f.acceleratorReset, MaxClockSkew: f.maxClockSkew,
 			Reboot: remediate.RebootConfig{Mechanism: f.rebootMechanism, Command: f.rebootCommand}}
 	}
+	cloud, err := cloudmeta.Select(cloudmeta.Config{Cloud: f.cloudMetadata, Endpoint: f.cloudMetadataEndpoint},
+		func(ctx context.Context) (string, error) {
+			n, err := client.GetNode(ctx, f.nodeName)
+			if err != nil {
+				return "", err
+			}
+			return n.Spec.ProviderID, nil
+		})
+	if err != nil {
+		return fmt.Errorf("--cloud-metadata: %w", err)
+	}
 	a, err := agent.New(agent.Options{
 		Client: client, StatusClient: status, NodeName: f.nodeName, HostRoot: f.hostRoot, ConfigPath: f.configPath,
-		MetricsAddr: f.metricsAddr, Log: log, Diagnostics: diag, Remediation: rem,
+		MetricsAddr: f.metricsAddr, Log: log, Diagnostics: diag, Remediation: rem, Cloud: cloud,
 	})
 	if err != nil {
 		return err

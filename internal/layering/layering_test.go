@@ -33,8 +33,8 @@ type layer struct {
 var layers = []layer{
 	{"contract", []string{"api/...", "pkg/health", "pkg/logline", "pkg/monitor"}, nil,
 		"what the halves agree on: CRD types, condition types and the reason registry, log lines and rules, the monitor API"},
-	{"plumbing", []string{"internal/backoff", "internal/bounded", "internal/childproc", "internal/coreclient", "internal/kubeconfig", "internal/scheme", "internal/selfpages", "internal/textcut"}, []string{"contract"},
-		"small production helpers: retry backoff, bounded reads, child processes, the agent's core/v1 client, kubeconfig loading, the runtime scheme, paging out the agent's own binary"},
+	{"plumbing", []string{"internal/backoff", "internal/bounded", "internal/childproc", "internal/cloudmeta", "internal/coreclient", "internal/kubeconfig", "internal/scheme", "internal/selfpages", "internal/textcut"}, []string{"contract"},
+		"small production helpers: retry backoff, bounded reads, child processes, the cloud's instance metadata, the agent's core/v1 client, kubeconfig loading, the runtime scheme, paging out the agent's own binary"},
 	{"sources", []string{"pkg/source/...", "pkg/rules"}, []string{"contract", "plumbing"},
 		"log readers (kmsg, journal, file tail) that produce log lines; the rule matcher"},
 	{"monitors", []string{"pkg/monitors/..."}, []string{"contract", "plumbing"},
@@ -72,7 +72,13 @@ var neverShipped = []string{
 	"sigs.k8s.io/controller-runtime/pkg/client/fake",
 	"k8s.io/client-go/kubernetes/fake",
 	"k8s.io/utils/clock/testing",
+	"github.com/johannesboyne/gofakes3",
 }
+
+// cliOnly are modules only kubectl mend may link: the AWS SDK signs
+// uploads with the user's credentials; the agent and the controller never
+// hold those, and the agent's footprint is measured (docs/agent.md).
+var cliOnly = []string{"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go"}
 
 func layerOf(rel string) (layer, bool) {
 	best, bestLen := layer{}, -1
@@ -210,6 +216,11 @@ func TestShippedBinariesLinkNoTestSupport(t *testing.T) {
 		for _, d := range deps {
 			if slices.Contains(neverShipped, d.ImportPath) {
 				t.Errorf("%s links %s", b, d.ImportPath)
+			}
+			for _, m := range cliOnly {
+				if b != "cmd/kubectl-mend" && (d.ImportPath == m || strings.HasPrefix(d.ImportPath, m+"/")) {
+					t.Errorf("%s links %s, which only kubectl mend may", b, d.ImportPath)
+				}
 			}
 			r, ok := rel(d.ImportPath)
 			if !ok {

@@ -28,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/agent/events"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
@@ -85,6 +86,11 @@ type Options struct {
 	// Remediation carries out this node's NodeRemediations when its Config
 	// is set; see remediation.go.
 	Remediation RemediationOptions
+	// Cloud reads the instance's metadata service: the scheduled events
+	// of the kernel monitor's cloud check, and the bundles' instance
+	// metadata. Nil reads none (cmd/nodemend-agent builds it from
+	// --cloud-metadata).
+	Cloud cloudmeta.Provider
 }
 
 // Agent is a running nodemend-agent.

@@ -35,6 +35,7 @@ func (a *Agent) startDiagnostics(ctx context.Context, wg *sync.WaitGroup) {
 		AllowUploadPrefixes: d.AllowUploadPrefixes, Gatherer: a.metrics.Registry, EffectiveConfig: a.effectiveConfig,
 		GPUDiagnostics: dcgmDiagnostics{a},
 		CRISocket:      a.criSocket,
+		Cloud:          a.opts.Cloud,
 		Clock:          a.opts.Clock, Log: log,
 	})
 	if err != nil {

@@ -20,6 +20,9 @@ func buildMonitors(c config.Config, env monitor.Env, opts Options, pods podCache
 	deps := monitors.Deps{
 		NodeName: opts.NodeName, Pods: runtime.PodLister(pods), NodeLabels: labels, NVML: opts.NVML, Timex: opts.Timex, DCGM: dcgmFor,
 	}
+	if opts.Cloud != nil {
+		deps.CloudEvents = opts.Cloud.Events
+	}
 	var ms []monitor.Monitor
 	for _, k := range monitors.Table() {
 		if s := c.Monitors.Section(k.Name); s != nil && s.On() {

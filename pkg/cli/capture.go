@@ -16,6 +16,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/termsafe"
+	"nodemend.dev/nodemend/pkg/diagnostics"
 	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/pcap"
 )
@@ -31,7 +32,14 @@ type captureOptions struct {
 	poll         time.Duration
 	keep         bool
 	progress     string
+	s3           s3Options
+	// post is the presigned POST policy of --s3; s3Prefix its key prefix.
+	post     *v1alpha1.PostUpload
+	s3Prefix string
 }
+
+// uploading: the agent uploads the chunks; nothing is downloaded.
+func (o *captureOptions) uploading() bool { return len(o.uploadURLs) > 0 || o.s3.enabled() }
 
 func newCaptureCommand(g *Global, s Streams) *cobra.Command {
 	o := &captureOptions{poll: 500 * time.Millisecond}
@@ -49,6 +57,10 @@ capture budget (512 MiB compressed by default) and stops early if the node's dis
 
 With --upload-url (repeated: one pre-signed PUT URL per chunk, as pre-signed URLs are signed
 per object) the agent uploads compressed chunks as they close and nothing is downloaded.
+With --s3 BUCKET the plugin presigns one S3 POST policy with your AWS credentials (the AWS
+SDK's standard chain; --profile, --region) for every chunk of the capture, and the agent posts
+each chunk as it closes to s3://BUCKET/[--key PREFIX/]NODE/TIME-capture/CHUNK, CHUNK the
+chunk's file name (nodediagnostic-OBJECT-TIME-00000.pcap.gz, -00001, ...).
 
 The interface must be a network interface of the node (or "any"); the filter is pcap-filter
 syntax, passed to tcpdump as one argument, never through a shell.
@@ -57,7 +69,8 @@ Needs: create/get/delete nodediagnostics.nodemend.dev, get nodes, and get nodes/
 download).`,
 		Example: `  kubectl mend capture ip-10-0-1-23.ec2.internal --interface any --filter "tcp port 443" --duration 2m
   kubectl mend capture ip-10-0-1-23.ec2.internal -i eth0 --filter "host 10.0.7.12 and port 53" -o /tmp/dns.pcap.gz
-  wireshark ip-10-0-1-23.ec2.internal-20260612T103000Z.pcap.gz`,
+  wireshark ip-10-0-1-23.ec2.internal-20260612T103000Z.pcap.gz
+  kubectl mend capture ip-10-0-1-23.ec2.internal -i any -d 10m --s3 my-bucket --key captures --region us-east-1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), g, s, args[0])
@@ -72,6 +85,7 @@ download).`,
 	fl.DurationVarP(&o.timeout, "timeout", "t", 0, "give up after this long (default: the duration and 5 minutes)")
 	fl.DurationVar(&o.agentTimeout, "agent-timeout", 30*time.Second, "how long to wait for the node's agent to pick the request up")
 	fl.BoolVar(&o.keep, "keep", false, "keep the NodeDiagnostic object instead of deleting it (the file stays on the node for 10 minutes)")
+	o.s3.addFlags(fl, "the capture's chunks")
 	fl.StringVar(&o.progress, "progress", ProgressAuto, "progress display: auto (redrawn in place on a terminal, plain lines otherwise), live or plain")
 	return cmd
 }
@@ -99,6 +113,12 @@ func (o *captureOptions) validate(node string) error {
 			return errors.New("--upload-url must be an https:// URL")
 		}
 	}
+	if len(o.uploadURLs) > 0 && o.s3.enabled() {
+		return errors.New("--upload-url and --s3 are two destinations: give one")
+	}
+	if err := o.s3.validate(); err != nil {
+		return err
+	}
 	if o.timeout == 0 {
 		o.timeout = o.duration + 5*time.Minute
 	}
@@ -120,8 +140,20 @@ func (o *captureOptions) run(ctx context.Context, g *Global, s Streams, node str
 		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to stop and clean up"},
 		{Verb: "get", Resource: "nodes", Why: "to find the node"},
 	}
-	if len(o.uploadURLs) == 0 {
-		need = append(need, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Why: "to download the capture through the API server's node proxy; use --upload-url otherwise"})
+	if !o.uploading() {
+		need = append(need, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Why: "to download the capture through the API server's node proxy; use --upload-url or --s3 otherwise"})
+	}
+	if o.s3.enabled() {
+		p, err := o.s3.presigner(ctx)
+		if err != nil {
+			return err
+		}
+		o.s3Prefix = o.s3.captureKeyPrefix(node, time.Now())
+		// A chunk closes at the first packet after the chunk size: allow
+		// one packet of tcpdump's largest snap length more.
+		if o.post, err = p.post(ctx, o.s3Prefix, diagnostics.DefaultChunkBytes+pcap.MaxRecordBytes); err != nil {
+			return err
+		}
 	}
 	c, err := g.NodeDiagnosticClients(ctx, need...)
 	if err != nil {
@@ -148,7 +180,10 @@ func (o *captureOptions) run(ctx context.Context, g *Global, s Streams, node str
 
 func (o *captureOptions) spec(node string) v1alpha1.NodeDiagnosticSpec {
 	pc := &v1alpha1.PacketCaptureSpec{Interface: o.iface, Filter: o.filter, Duration: metav1.Duration{Duration: o.duration}}
-	if len(o.uploadURLs) == 0 {
+	switch {
+	case o.post != nil:
+		pc.Upload = o.post
+	case len(o.uploadURLs) == 0:
 		pc.Destination = v1alpha1.DestinationNode
 	}
 	for _, u := range o.uploadURLs {
@@ -191,6 +226,9 @@ func (o *captureOptions) capture(ctx context.Context, c *Clients, prog *Progress
 	summary := fmt.Sprintf("%d packets, %s captured", st.Packets, HumanBytes(st.CapturedBytes))
 	if st.Truncated {
 		summary += ", stopped early"
+	}
+	if o.post != nil {
+		return "uploaded", fmt.Sprintf("%d chunks (%s) to s3://%s/%s; %s", st.ChunksUploaded, HumanBytes(st.SizeBytes), o.s3.bucket, o.s3Prefix, summary), nil
 	}
 	if len(o.uploadURLs) > 0 {
 		return "uploaded", fmt.Sprintf("%d chunks (%s) to %s; %s", st.ChunksUploaded, HumanBytes(st.SizeBytes), hostOf(o.uploadURLs[0]), summary), nil

@@ -47,7 +47,14 @@ type logsOptions struct {
 	parallel     int
 	gpuLevel     int32
 	progress     string
+	s3           s3Options
+	// uploads are the presigned URLs of --s3, by node; s3Keys their keys.
+	uploads map[string]string
+	s3Keys  map[string]string
 }
+
+// uploading: the agents upload the bundles; nothing is downloaded.
+func (o *logsOptions) uploading() bool { return o.uploadURL != "" || o.s3.enabled() }
 
 func newLogsCommand(g *Global, s Streams) *cobra.Command {
 	o := &logsOptions{poll: 500 * time.Millisecond}
@@ -65,7 +72,10 @@ whose bundles are saved, and the exit status is non-zero if any failed. --flat s
 DIR/NODE-logs.tar.gz, as kubectl ekslogs does, instead of DIR/NODE/FILE.
 
 With --upload-url the agent PUTs the bundle to that HTTPS URL (for example a pre-signed
-object-store URL) instead, and nothing is downloaded.
+object-store URL) instead, and nothing is downloaded. With --s3 BUCKET (as kubectl ekslogs
+--s3) the plugin presigns one PUT per node with your AWS credentials (the AWS SDK's standard
+chain; --profile, --region) and every agent uploads its bundle to
+s3://BUCKET/[--key PREFIX/]NODE/TIME-logs.tar.gz, TIME the run's start (20240612T103000Z).
 
 With --gpu-diagnostic[=LEVEL] the agent first runs NVIDIA DCGM's diagnostic (the
 NodeDiagnostic's gpuDiagnostic) at that level, 1 quick (the default) to 4 extended, where
@@ -80,6 +90,7 @@ Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get n
   kubectl mend logs --flat ip-10-0-1-23.ec2.internal ip-10-0-1-24.ec2.internal   # ./NODE-logs.tar.gz, like kubectl ekslogs
   kubectl mend logs -l node.kubernetes.io/instance-type=p5.48xlarge --categories base,kernel,accelerators -o ./bundles
   kubectl mend logs ip-10-0-1-23.ec2.internal --upload-url "$(aws s3 presign ... )"
+  kubectl mend logs -l karpenter.sh/nodepool=gpu --s3 my-bucket --key incidents/INC-42 --region us-east-1
   kubectl mend logs ip-10-0-1-23.ec2.internal --gpu-diagnostic=2 --categories accelerators`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), g, s, args)
@@ -99,6 +110,7 @@ Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get n
 	fl.BoolVar(&o.keep, "keep", false, "keep the NodeDiagnostic objects instead of deleting them")
 	fl.BoolVar(&o.fresh, "fresh", false, "always collect a new bundle instead of reusing a recent one")
 	fl.IntVar(&o.parallel, "parallel", 8, "nodes handled at once")
+	o.s3.addFlags(fl, "the bundles")
 	fl.Int32Var(&o.gpuLevel, "gpu-diagnostic", 0, "run DCGM's GPU diagnostic first, at level 1 (quick) or --gpu-diagnostic=LEVEL (1-4); its JSON result is saved beside the bundle and goes into it (default --timeout then: the diagnostic's own plus 5m)")
 	// A bare --gpu-diagnostic is the API's default level.
 	fl.Lookup("gpu-diagnostic").NoOptDefVal = "1"
@@ -127,6 +139,12 @@ func (o *logsOptions) validate(args []string) error {
 	}
 	if o.uploadURL != "" && !strings.HasPrefix(o.uploadURL, "https://") {
 		return errors.New("--upload-url must be an https:// URL")
+	}
+	if o.uploadURL != "" && o.s3.enabled() {
+		return errors.New("--upload-url and --s3 are two destinations: give one")
+	}
+	if err := o.s3.validate(); err != nil {
+		return err
 	}
 	for _, c := range o.categories {
 		if !slices.Contains(categoryNames(), c) {
@@ -166,8 +184,16 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to clean up"},
 		{Verb: "get", Resource: "nodes", Why: "to find the nodes"},
 	}
-	if o.uploadURL == "" {
-		need = append(need, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Why: "to download bundles through the API server's node proxy; use --upload-url otherwise"})
+	if !o.uploading() {
+		need = append(need, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Why: "to download bundles through the API server's node proxy; use --upload-url or --s3 otherwise"})
+	}
+	var s3p *s3Presigner
+	if o.s3.enabled() {
+		// Before anything is created: no credentials, no requests.
+		var err error
+		if s3p, err = o.s3.presigner(ctx); err != nil {
+			return err
+		}
 	}
 	c, err := g.NodeDiagnosticClients(ctx, need...)
 	if err != nil {
@@ -177,7 +203,19 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 	if err != nil {
 		return err
 	}
-	if o.uploadURL == "" {
+	if s3p != nil {
+		start := time.Now()
+		o.uploads, o.s3Keys = map[string]string{}, map[string]string{}
+		for _, n := range nodes {
+			key := o.s3.logsKey(n, start)
+			u, err := s3p.put(ctx, key)
+			if err != nil {
+				return err
+			}
+			o.uploads[n], o.s3Keys[n] = u, key
+		}
+	}
+	if !o.uploading() {
 		if err := os.MkdirAll(o.outputDir, 0o755); err != nil {
 			return err
 		}
@@ -273,6 +311,9 @@ func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node
 	if o.uploadURL != "" {
 		return "uploaded", fmt.Sprintf("%s (%s)", hostOf(o.uploadURL), HumanBytes(st.SizeBytes)), nil
 	}
+	if key, ok := o.s3Keys[node]; ok {
+		return "uploaded", fmt.Sprintf("s3://%s/%s (%s)", o.s3.bucket, key, HumanBytes(st.SizeBytes)), nil
+	}
 	path, err := o.download(ctx, c, prog, node, st)
 	if err != nil {
 		return "", "", err
@@ -303,7 +344,7 @@ func hostOf(u string) string {
 // node, or creates a request.
 func (o *logsOptions) obtain(ctx context.Context, c *Clients, prog *Progress, node string) (*v1alpha1.NodeDiagnostic, error) {
 	spec := o.spec(node)
-	if !o.fresh && o.uploadURL == "" {
+	if !o.fresh && !o.uploading() {
 		list, err := c.ND.List(ctx, metav1.ListOptions{
 			LabelSelector: managedByLabel + "=" + managedBy,
 			FieldSelector: fields.OneTermEqualSelector(ndclient.NodeNameField, node).String(),
@@ -335,6 +376,9 @@ func (o *logsOptions) spec(node string) v1alpha1.NodeDiagnosticSpec {
 	lc := &v1alpha1.LogCaptureSpec{Destination: v1alpha1.DestinationNode}
 	if o.uploadURL != "" {
 		lc.Destination = o.uploadURL
+	}
+	if u, ok := o.uploads[node]; ok {
+		lc.Destination = u
 	}
 	for _, c := range o.categories {
 		lc.Categories = append(lc.Categories, v1alpha1.LogCategory(c))

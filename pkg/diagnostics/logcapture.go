@@ -85,6 +85,7 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 		HostRoot: r.opts.HostRoot, NodeName: r.opts.NodeName, Commands: r.opts.Commands, Netlink: r.opts.Netlink,
 		Since: now.Add(-since), Now: now, LogTailBytes: r.opts.LogTailBytes, Client: r.opts.Client,
 		Gatherer: r.opts.Gatherer, EffectiveConfig: r.opts.EffectiveConfig, GPUDiagnosticFile: gpuFile,
+		Cloud: r.opts.Cloud, IPAMDIntrospection: r.opts.IPAMDIntrospection, IPAMDMetrics: r.opts.IPAMDMetrics,
 	}
 	if r.opts.CRISocket != nil {
 		env.CRISocket = r.opts.CRISocket()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -93,8 +94,9 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		}, reason)
 	}
 	toNode := spec.Destination == v1alpha1.DestinationNode
-	if !toNode && len(spec.UploadURLs) == 0 {
-		return fail("CaptureFailed", "packetCapture needs destination: node or uploadURLs")
+	post := postPolicy(spec)
+	if !toNode && len(spec.UploadURLs) == 0 && post == nil {
+		return fail("CaptureFailed", "packetCapture needs destination: node, uploadURLs or upload")
 	}
 	if err := r.opts.CheckInterface(spec.Interface); err != nil {
 		return fail("CaptureFailed", err.Error())
@@ -117,6 +119,13 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	}
 	now := r.opts.Clock.Now()
 	plan := planCapture(now, spec, obj.Status.PacketCapture, gen, attempts)
+	if post != nil {
+		// A chunk closes at the first packet boundary after chunkBytes: the
+		// policy must take that much more (one packet of at most 256 KiB).
+		if err := r.opts.Uploader.CheckPost(*post, now, chunkName(obj.Name, plan.start, 0), chunkBytes+pcap.MaxRecordBytes); err != nil {
+			return fail("UploadRefused", "upload: "+err.Error())
+		}
+	}
 	if toNode {
 		// The file of an earlier attempt died with its process (the
 		// janitor removes it at startup): this attempt writes a new one,
@@ -124,7 +133,7 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		plan.uploaded, plan.sent = 0, 0
 	}
 	urls := spec.UploadURLs[min(int(plan.uploaded), len(spec.UploadURLs)):]
-	if plan.remaining <= 0 || (!toNode && len(urls) == 0) {
+	if plan.remaining <= 0 || (!toNode && post == nil && len(urls) == 0) {
 		return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
 			c.State = v1alpha1.CaptureCompleted
 			c.Message = fmt.Sprintf("the capture's time was over when the agent came back; %d chunks (%d bytes) were uploaded", plan.uploaded, plan.sent)
@@ -152,8 +161,14 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	defer stopCapture()
 	stop := &captureStop{cancel: stopCapture}
 	pspec := pcap.Spec{Interface: spec.Interface, Filter: spec.Filter, Dir: dir, ChunkBytes: chunkBytes, MaxChunks: len(urls)}
+	maxChunks := len(urls)
 	if toNode {
 		pspec.ChunkBytes, pspec.MaxChunks = r.opts.CaptureDiskBytes, 1
+	}
+	if post != nil {
+		// One policy takes any number of chunks: the duration (at most
+		// 1h) and the disk budget bound them.
+		pspec.MaxChunks, maxChunks = 0, math.MaxInt32
 	}
 	capture, err := r.opts.Capturer.Start(cctx, pspec)
 	if err != nil {
@@ -166,10 +181,16 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	}
 
 	var uploaded, sent = plan.uploaded, plan.sent
-	err = pcap.Follow(ctx, capture, r.opts.Clock, time.Second, len(urls), maxPending(r.opts.CaptureDiskBytes, chunkBytes),
+	err = pcap.Follow(ctx, capture, r.opts.Clock, time.Second, maxChunks, maxPending(r.opts.CaptureDiskBytes, chunkBytes),
 		stop.early,
 		func(i int, path string) error {
-			n, err := r.opts.Uploader.PutFile(ctx, string(urls[i]), path)
+			var n int64
+			var err error
+			if post != nil {
+				n, err = r.opts.Uploader.PostFile(ctx, *post, chunkName(obj.Name, plan.start, int(plan.uploaded)+i), path)
+			} else {
+				n, err = r.opts.Uploader.PutFile(ctx, string(urls[i]), path)
+			}
 			_ = os.Remove(path)
 			if err != nil {
 				return chunkErr{fmt.Errorf("chunk %d: %w", int(plan.uploaded)+i, err)}
@@ -203,7 +224,7 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		}, reason)
 	}
 	why := stop.why()
-	if why == "" && st.Full {
+	if why == "" && st.Full && post == nil {
 		why = fmt.Sprintf("all %d upload URLs used", len(spec.UploadURLs))
 	}
 	return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
@@ -215,6 +236,21 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 			c.Message += "; stopped early: " + why
 		}
 	}, "Completed")
+}
+
+// postPolicy is the spec's POST policy destination, nil without one.
+func postPolicy(spec *v1alpha1.PacketCaptureSpec) *upload.PostPolicy {
+	if spec.Upload == nil {
+		return nil
+	}
+	return &upload.PostPolicy{URL: spec.Upload.URL, Fields: spec.Upload.Fields}
+}
+
+// chunkName is the file name of chunk i of a capture uploaded by POST
+// policy (the ${filename} of its key): the object, the capture's start
+// and the chunk's index, so that captures and chunks never share a key.
+func chunkName(object string, start time.Time, i int) string {
+	return diagnosticFileName(object, start, fmt.Sprintf("-%05d%s", i, CaptureSuffix))
 }
 
 // finishNodeCapture waits for a capture kept on the node, moves its one

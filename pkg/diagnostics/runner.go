@@ -33,6 +33,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/backoff"
+	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
@@ -105,6 +106,12 @@ type Options struct {
 	// CRISocket returns the configured CRI socket (host path) at capture
 	// time; nil or empty tries the runtimes' default sockets.
 	CRISocket func() string
+	// Cloud reads the instance's metadata service for the base category;
+	// nil leaves it out.
+	Cloud cloudmeta.Provider
+	// IPAMDIntrospection and IPAMDMetrics move the VPC CNI's ipamd
+	// endpoints (tests); empty means its defaults.
+	IPAMDIntrospection, IPAMDMetrics string
 	// Collectors overrides the collector set (tests).
 	Collectors func(env *collectors.Env, cats []v1alpha1.LogCategory) []collect.Collector
 	Clock      clock.WithTicker

@@ -28,6 +28,10 @@ const (
 	ReasonExcessiveZombieProcesses = "ExcessiveZombieProcesses"
 	// ReasonClockUnsynchronized: The kernel reports the system clock as unsynchronized (no time source disciplining it).
 	ReasonClockUnsynchronized = "ClockUnsynchronized"
+	// ReasonScheduledMaintenance: The cloud scheduled an event for the instance or its host: a reboot, a retirement, a stop or a maintenance window. The node goes down at the event's start (the message names the event, its code and its window); drain it before then. It stays a Warning whatever happens: the node is healthy until the event, and the cloud replaces or restarts it.
+	ReasonScheduledMaintenance = "ScheduledMaintenance"
+	// ReasonSpotInterruption: The cloud is reclaiming the spot (preemptible) instance: it will be terminated, stopped or hibernated at the time in the message, usually two minutes after the notice. A Warning, not a Fatal condition: there is nothing to repair, and no time to.
+	ReasonSpotInterruption = "SpotInterruption"
 	// ReasonLargeEnvironment: A process has an unusually large environment, typically a container of a namespace with many Services and enableServiceLinks left on (each Service adds seven variables). Starting processes and resolving variables slows down, and the environment can exceed the kernel's argument size limit.
 	ReasonLargeEnvironment = "LargeEnvironment"
 	// ReasonRapidCron: A cron job runs more often than every threshold seconds (five minutes by default); a heavy job started that often competes with the node's workloads.
@@ -413,6 +417,16 @@ func reasons() []Reason {
 			Name: "ClockUnsynchronized", Condition: "KernelReady", Severity: "Warning", Source: "check",
 			Description: "The kernel reports the system clock as unsynchronized (no time source disciplining it).",
 			Detects:     "adjtimex(2) status with STA_UNSYNC set, or maxerror above 16 s (the kernel's own \"unsynchronized\" bound)",
+		},
+		{
+			Name: "ScheduledMaintenance", Condition: "KernelReady", Severity: "Warning", Source: "check",
+			Description: "The cloud scheduled an event for the instance or its host: a reboot, a retirement, a stop or a maintenance window. The node goes down at the event's start (the message names the event, its code and its window); drain it before then. It stays a Warning whatever happens: the node is healthy until the event, and the cloud replaces or restarts it.",
+			Detects:     "the active events of the instance metadata service (AWS IMDS meta-data/events/maintenance/scheduled; completed and canceled events are not reported), read every check interval where the Node's providerID names a cloud whose metadata service the agent reads (--cloud-metadata)",
+		},
+		{
+			Name: "SpotInterruption", Condition: "KernelReady", Severity: "Warning", Source: "check",
+			Description: "The cloud is reclaiming the spot (preemptible) instance: it will be terminated, stopped or hibernated at the time in the message, usually two minutes after the notice. A Warning, not a Fatal condition: there is nothing to repair, and no time to.",
+			Detects:     "the spot interruption notice of the instance metadata service (AWS IMDS meta-data/spot/instance-action), read every check interval as for ScheduledMaintenance",
 		},
 		{
 			Name: "LargeEnvironment", Condition: "KernelReady", Severity: "Warning", Source: "check",

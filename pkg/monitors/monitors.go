@@ -13,9 +13,11 @@ package monitors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 
+	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
@@ -44,6 +46,9 @@ type Deps struct {
 	// DCGM returns the DCGM source for the nvidia monitor's dcgm settings
 	// (nil: none); the agent keeps one across reloads while they stay.
 	DCGM func(dcgm.Config) *dcgm.Source
+	// CloudEvents reads the events the cloud scheduled for the instance
+	// (internal/cloudmeta); nil leaves the kernel monitor's cloud check out.
+	CloudEvents func(context.Context) ([]cloudmeta.Event, error)
 }
 
 // Table lists every monitor, in the order of the config file and its
@@ -54,6 +59,8 @@ func Table() []Kind {
 		define("kernel", kernel.DefaultConfig, func(env monitor.Env, d Deps, c kernel.Config) monitor.Monitor {
 			o := c.Options()
 			o.Timex = d.Timex
+			o.CloudEvents = d.CloudEvents
+			o.CloudEventsPeriod = c.CheckInterval.Duration
 			return kernel.New(env, o)
 		}),
 		define("containerRuntime", runtime.DefaultConfig, func(env monitor.Env, d Deps, c runtime.Config) monitor.Monitor {

@@ -42,6 +42,7 @@ func base(e *Env) []collect.Collector {
 			}
 			return out.WriteFile("node.yaml", data)
 		}},
+		cloudMetadata(e),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
@@ -46,6 +47,13 @@ type Env struct {
 	// same NodeDiagnostic ran (the agent's own file, not under the host
 	// root); empty when none was asked for.
 	GPUDiagnosticFile string
+	// Cloud reads the instance's metadata service (identity, placement,
+	// scheduled events); nil leaves it out.
+	Cloud cloudmeta.Provider
+	// IPAMDIntrospection and IPAMDMetrics are the VPC CNI's ipamd
+	// endpoints (host:port); empty means its defaults on loopback.
+	IPAMDIntrospection string
+	IPAMDMetrics       string
 }
 
 func (e *Env) tail() int64 {

@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
+	"nodemend.dev/nodemend/internal/testsupport/imdsmock"
 	"nodemend.dev/nodemend/pkg/diagnostics/bundle"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
@@ -78,6 +80,10 @@ func TestFakeHostBundle(t *testing.T) {
 		"accelerators/gpu-diagnostic": true, // only with a GPU diagnostic in the same NodeDiagnostic
 		"runtime/cri-images":          true, // the fake runtime has no image service
 		"system/journal-files":        true, "system/pressure": false,
+		// Cloud metadata, the CNIs' own logs, nodeadm: TestFakeEKSHostBundle.
+		"base/cloud-metadata": true, "system/pod-logs": true, "system/journal-nodeadm-config": true, "system/journal-nodeadm-run": true,
+		"system/journal-sandbox-image": true, "system/journal-configure-multicard-interfaces": true, "system/nodeadm-config": true,
+		"networking/vpc-cni-logs": true, "networking/vpc-cni-ipamd": true, "networking/cilium-logs": true, "networking/calico-logs": true,
 	}
 	for _, r := range res {
 		if r.Error != "" {
@@ -284,5 +290,143 @@ func TestJournalWindowContext(t *testing.T) {
 	}
 	if !ctxCall {
 		t.Errorf("no context query in %q", h.Script.Calls())
+	}
+}
+
+// eksBundleFiles is, for every category of the EKS node monitoring agent's
+// bundle (aws/eks-node-monitoring-agent docs/NodeDiagnostics), the files of
+// that category that the fake EKS host has, and where nodemend's bundle
+// keeps them (docs/engines.md, "Switching from the EKS agent").
+func eksBundleFiles() map[string]string {
+	return map[string]string{
+		"var_log/aws-routed-eni/ipamd.log":                "networking/var/log/aws-routed-eni/ipamd.log",
+		"var_log/aws-routed-eni/plugin.log":               "networking/var/log/aws-routed-eni/plugin.log",
+		"var_log/aws-routed-eni/network-policy-agent.log": "networking/var/log/aws-routed-eni/network-policy-agent.log",
+		"var_log/aws-routed-eni/ebpf-sdk.log":             "networking/var/log/aws-routed-eni/ebpf-sdk.log",
+		"var_log/aws-routed-eni/egress-v6-plugin.log":     "networking/var/log/aws-routed-eni/egress-v6-plugin.log",
+		"var_log/cloud-init.log":                          "system/var/log/cloud-init.log",
+		"var_log/cloud-init-output.log":                   "system/var/log/cloud-init-output.log",
+		"var_log/user-data.log":                           "system/var/log/user-data.log",
+		"var_log/cron":                                    "system/var/log/cron",
+		"var_log/kube-proxy.log":                          "system/var/log/kube-proxy.log",
+		"var_log/syslog":                                  "system/var/log/syslog",
+		"var_log/kube-system_aws-node-…/aws-node/0.log":   "system/var/log/pods/kube-system_aws-node-z8qk6_892ff6b4-95ee-409c-87ea-c97686b644fe/aws-node/0.log",
+		"var_log/kube-system_coredns-…/coredns/0.log":     "system/var/log/pods/kube-system_coredns-5d78c9869d-abcde_00aae29f-98c1-4e52-a24f-4a32cd5da5da/coredns/0.log",
+		"var_log/kube-system_kube-proxy-…/0.log":          "system/var/log/pods/kube-system_kube-proxy-7xkq2_11bbe29f-98c1-4e52-a24f-4a32cd5da5db/kube-proxy/0.log",
+		"var_log/kube-system_ebs-csi-…/0.log":             "system/var/log/pods/kube-system_ebs-csi-node-4mz8p_22cce29f-98c1-4e52-a24f-4a32cd5da5dc/ebs-plugin/0.log",
+		"var_log/kube-system_eks-pod-identity-agent-…":    "system/var/log/pods/kube-system_eks-pod-identity-agent-9q8w7_33dde29f-98c1-4e52-a24f-4a32cd5da5dd/eks-pod-identity-agent/0.log",
+		"ipamd/enis.json":                                 "networking/vpc-cni/ipamd/enis.json",
+		"ipamd/pods.json":                                 "networking/vpc-cni/ipamd/pods.json",
+		"ipamd/networkutils-env-settings.json":            "networking/vpc-cni/ipamd/networkutils-env-settings.json",
+		"ipamd/ipamd-env-settings.json":                   "networking/vpc-cni/ipamd/ipamd-env-settings.json",
+		"ipamd/eni-configs.json":                          "networking/vpc-cni/ipamd/eni-configs.json",
+		"ipamd/metrics.json":                              "networking/vpc-cni/ipamd/metrics.txt",
+		"ipamd/ipam.json":                                 "networking/var/run/aws-node/ipam.json",
+		"cni/10-aws.conflist":                             "networking/etc/cni/net.d/10-aws.conflist",
+		"nodeadm/nodeadm-config.log":                      "system/journal/nodeadm-config.log",
+		"nodeadm/nodeadm-run.log":                         "system/journal/nodeadm-run.log",
+		"sandbox-image/sandbox-image-log.txt":             "system/journal/sandbox-image.log",
+		"networking/configure-multicard-interfaces.txt":   "system/journal/configure-multicard-interfaces.log",
+		"system/instance-id.txt":                          "base/cloud/aws/meta-data/instance-id",
+		"system/region.txt":                               "base/cloud/aws/meta-data/placement/region",
+		"system/availability-zone.txt":                    "base/cloud/aws/meta-data/placement/availability-zone",
+		"kernel/dmesg.current":                            "kernel/dmesg.txt",
+		"kubelet/kubelet.log":                             "system/journal/kubelet.log",
+		"kubelet/config.json":                             "runtime/etc/kubernetes/kubelet/config.json",
+		"kubelet/config.json.d/":                          "system/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf",
+		"kubelet/kubeconfig.yaml":                         "runtime/var/lib/kubelet/kubeconfig",
+		"containerd/containerd-log.txt":                   "system/journal/containerd.log",
+		"containerd/containerd-config.txt":                "runtime/etc/containerd/config.toml",
+		"containerd/containerd-containers.txt":            "runtime/cri/containers.json",
+		"networking/iptables-save.txt":                    "networking/iptables-save.txt",
+		"networking/iproute.txt":                          "networking/routes.txt",
+		"networking/iprule.txt":                           "networking/rules.txt",
+		"networking/resolv.conf":                          "networking/etc/resolv.conf",
+		"networking/conntrack.txt":                        "networking/conntrack.txt",
+		"storage/mounts.txt":                              "storage/proc/1/mountinfo",
+		"storage/inodes.txt":                              "storage/df-inodes.txt",
+		"sysctls/sysctl_all.txt":                          "system/sysctl.txt",
+		"system/ps.txt":                                   "system/processes.txt",
+		"system/cpu_throttling.txt":                       "system/cgroup-throttling.txt",
+	}
+}
+
+// TestFakeEKSHostBundle: on a fake EKS host with the VPC CNI, nodeadm and
+// AWS's metadata mock behind IMDSv2, the bundle holds every category of the
+// EKS agent's bundle, Cilium's and Calico's CNI logs, the instance's
+// metadata and its scheduled event, and none of the planted secrets.
+func TestFakeEKSHostBundle(t *testing.T) {
+	h := diagtest.NewHost(t)
+	eks := h.AddEKS(t)
+	mock, err := imdsmock.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mock.Stop)
+	cloud, err := cloudmeta.New(cloudmeta.AWS, mock.Endpoint, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := env(h)
+	e.Cloud, e.IPAMDIntrospection, e.IPAMDMetrics = cloud, eks.IPAMDIntrospection, eks.IPAMDMetrics
+	files, res := bundleOf(t, e)
+	for _, r := range res {
+		if r.Error != "" {
+			t.Errorf("collector %s failed: %s", r.Name, r.Error)
+		}
+	}
+	for eksPath, ours := range eksBundleFiles() {
+		if _, ok := files[ours]; !ok {
+			t.Errorf("the EKS agent's %s: bundle lacks %s", eksPath, ours)
+		}
+	}
+	for _, f := range []string{"networking/var/run/cilium/cilium-cni.log", "networking/var/log/calico/cni/cni.log",
+		"networking/var/log/calico/felix/current", "system/etc/eks/nodeadm.d/00-nodeconfig.yaml",
+		"base/cloud/aws/dynamic/instance-identity/document", "base/cloud/instance.txt",
+		"base/cloud/aws/meta-data/network/interfaces/macs/0e:49:61:0f:c3:11/subnet-id"} {
+		if _, ok := files[f]; !ok {
+			t.Errorf("bundle lacks %s", f)
+		}
+	}
+	if _, ok := files["system/var/log/pods/default_web-0_44eee29f-98c1-4e52-a24f-4a32cd5da5de/web/0.log"]; ok {
+		t.Error("a workload pod's log is in the bundle")
+	}
+	for _, want := range []string{"instance-id:       i-1234567890abcdef0", "instance-type:     m4.xlarge", "scheduled event:   system-reboot"} {
+		if !strings.Contains(files["base/cloud/instance.txt"], want) {
+			t.Errorf("instance.txt lacks %q:\n%s", want, files["base/cloud/instance.txt"])
+		}
+	}
+	for name, content := range files {
+		for _, s := range h.Secrets {
+			if strings.Contains(content, s) {
+				t.Errorf("planted secret %q survived in %s", s, name)
+			}
+		}
+		if strings.Contains(name, "iam") || strings.Contains(name, "user-data") && strings.HasPrefix(name, "base/cloud") {
+			t.Errorf("%s: credentials or user data of the metadata service in the bundle", name)
+		}
+	}
+}
+
+// TestNoCloudNoMetadata: a node whose metadata endpoint does not answer
+// (no cloud) gets no metadata files, only the skip note.
+func TestNoCloudNoMetadata(t *testing.T) {
+	h := diagtest.NewHost(t)
+	cloud, err := cloudmeta.New(cloudmeta.AWS, "http://127.0.0.1:1", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := env(h)
+	e.Cloud = cloud
+	files, res := bundleOf(t, e, v1alpha1.CategoryBase)
+	for _, r := range res {
+		if r.Name == "base/cloud-metadata" && (!strings.Contains(r.Skipped, "not on a cloud that answers") || r.Error != "") {
+			t.Errorf("cloud-metadata: skipped %q, error %q", r.Skipped, r.Error)
+		}
+	}
+	for f := range files {
+		if strings.HasPrefix(f, "base/cloud/") {
+			t.Errorf("%s in the bundle of a node on no cloud", f)
+		}
 	}
 }

@@ -28,7 +28,7 @@ type Netlink interface {
 }
 
 func networking(e *Env) []collect.Collector {
-	return []collect.Collector{
+	return append([]collect.Collector{
 		{Name: "networking/netlink", Category: catNetworking, Run: e.netlinkState},
 		commandCollector(e, catNetworking, "iptables", "iptables-save.txt", "iptables-save", "-c"),
 		commandCollector(e, catNetworking, "ip6tables", "ip6tables-save.txt", "ip6tables-save", "-c"),
@@ -40,7 +40,7 @@ func networking(e *Env) []collect.Collector {
 		filesCollector(e, catNetworking, "counters", 0, "proc/net/dev", "proc/net/snmp", "proc/net/snmp6", "proc/net/netstat",
 			"proc/net/sockstat", "proc/net/sockstat6", "proc/net/softnet_stat"),
 		filesCollector(e, catNetworking, "cni", 0, "etc/cni/net.d/*"),
-	}
+	}, cniCollectors(e)...)
 }
 
 func (e *Env) netlinkState(_ context.Context, out *collect.Output) error {

@@ -47,7 +47,8 @@ func system(e *Env) []collect.Collector {
 		// Simulated hosts keep their journal as JSON lines (hostroot.JournalFixture).
 		filesCollector(e, catSystem, "journal-files", e.tail(), "var/log/journal/*.jsonl"),
 		filesCollectorExcept(e, catSystem, "logs", e.tail(), []string{"var/log/kern.log"}, // kernel/logs has it
-			"var/log/syslog", "var/log/syslog.1", "var/log/messages", "var/log/messages.1", "var/log/*.log"),
+			"var/log/syslog", "var/log/syslog.1", "var/log/messages", "var/log/messages.1", "var/log/cron", "var/log/*.log"),
+		podLogs(e),
 		collect.Collector{Name: "system/processes", Category: catSystem, Run: e.processes},
 		daemonLogs(e),
 		collect.Collector{Name: "system/sysctl", Category: catSystem, Run: e.sysctl},
@@ -56,7 +57,7 @@ func system(e *Env) []collect.Collector {
 			"proc/sys/kernel/threads-max"),
 		collect.Collector{Name: "system/cgroups", Category: catSystem, Run: e.cgroups},
 	)
-	return cs
+	return append(cs, nodeBootstrap(e)...)
 }
 
 // journalArgs reads the host's journal (under the host root) from Since on,

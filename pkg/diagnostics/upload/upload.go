@@ -54,7 +54,7 @@ func (u *Uploader) Check(raw string) error {
 	return err
 }
 
-func (u *Uploader) client() *http.Client {
+func (u *Uploader) client(method string) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: u.control}
 	tr := &http.Transport{
 		Proxy:               nil, // never through an environment proxy: the policy must see the real peer
@@ -71,10 +71,11 @@ func (u *Uploader) client() *http.Client {
 			if len(via) >= 3 {
 				return fmt.Errorf("%w: more than 3 redirects", ErrRefused)
 			}
-			if req.Method != http.MethodPut {
-				// A 301/302/303 turns the PUT into a GET: a success answer
-				// to that GET would not mean the data arrived.
-				return fmt.Errorf("%w: redirect would change the PUT into a %s", ErrRefused, req.Method)
+			if req.Method != method {
+				// A 301/302/303 turns the PUT or POST into a GET: a
+				// success answer to that GET would not mean the data
+				// arrived.
+				return fmt.Errorf("%w: redirect would change the %s into a %s", ErrRefused, method, req.Method)
 			}
 			if _, err := u.Policy.CheckURL(req.URL.String()); err != nil {
 				return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
@@ -103,6 +104,29 @@ func (u *Uploader) control(_, address string, _ syscall.RawConn) error {
 // PutFile uploads the file at path to raw with PUT, retrying transient
 // failures (network errors, 5xx, 429). It returns the bytes sent.
 func (u *Uploader) PutFile(ctx context.Context, raw, path string) (int64, error) {
+	return u.deliver(ctx, raw, path, http.MethodPut, func(ctx context.Context, target *url.URL, size int64) (*http.Request, error) {
+		// The client closes the body when the request is done.
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, target.String(), f)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		req.ContentLength = size
+		req.Header.Set("Content-Type", "application/octet-stream")
+		// A 307/308 redirect re-sends the body from the start.
+		req.GetBody = func() (io.ReadCloser, error) { return os.Open(path) }
+		return req, nil
+	})
+}
+
+// deliver sends the file at path with requests made by build, one per
+// attempt, retrying transient failures. It returns the file's size.
+func (u *Uploader) deliver(ctx context.Context, raw, path, method string,
+	build func(ctx context.Context, target *url.URL, size int64) (*http.Request, error)) (int64, error) {
 	target, err := u.Policy.CheckURL(raw)
 	if err != nil {
 		return 0, err
@@ -125,7 +149,7 @@ func (u *Uploader) PutFile(ctx context.Context, raw, path string) (int64, error)
 	if backoff <= 0 {
 		backoff = 2 * time.Second
 	}
-	client := u.client()
+	client := u.client(method)
 	defer client.CloseIdleConnections()
 	timeout := Timeout(size, base, rate)
 	var last error
@@ -140,7 +164,7 @@ func (u *Uploader) PutFile(ctx context.Context, raw, path string) (int64, error)
 			}
 			backoff *= 2
 		}
-		retry, err := u.put(ctx, client, target, path, size, timeout)
+		retry, err := u.send(ctx, client, target, size, timeout, build)
 		if err == nil {
 			return size, nil
 		}
@@ -152,22 +176,14 @@ func (u *Uploader) PutFile(ctx context.Context, raw, path string) (int64, error)
 	return 0, last
 }
 
-func (u *Uploader) put(ctx context.Context, client *http.Client, target *url.URL, path string, size int64, timeout time.Duration) (retry bool, err error) {
+func (u *Uploader) send(ctx context.Context, client *http.Client, target *url.URL, size int64, timeout time.Duration,
+	build func(ctx context.Context, target *url.URL, size int64) (*http.Request, error)) (retry bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	f, err := os.Open(path)
+	req, err := build(ctx, target, size)
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target.String(), f)
-	if err != nil {
-		return false, err
-	}
-	req.ContentLength = size
-	req.Header.Set("Content-Type", "application/octet-stream")
-	// A 307/308 redirect re-sends the body from the start.
-	req.GetBody = func() (io.ReadCloser, error) { return os.Open(path) }
 	resp, err := client.Do(req)
 	if err != nil {
 		err = sanitize(err)

@@ -6,7 +6,10 @@
 package kernel
 
 import (
+	"context"
 	"time"
+
+	"nodemend.dev/nodemend/internal/cloudmeta"
 
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
@@ -24,6 +27,9 @@ const (
 	// DefaultEnvironPeriod is long: the environment scan reads every
 	// process's environment, and what it finds changes with deployments.
 	DefaultEnvironPeriod = 5 * time.Minute
+	// DefaultCloudEventsPeriod reads the metadata service often enough to
+	// tell a spot interruption, which comes two minutes ahead, in time.
+	DefaultCloudEventsPeriod = 30 * time.Second
 )
 
 // Options tune the monitor. Zero values take the defaults.
@@ -39,6 +45,11 @@ type Options struct {
 	// Timex reads the kernel's NTP state; nil means adjtimex(2). The clock is
 	// not under the host root: tests and simulations inject a reader.
 	Timex TimexReader
+	// CloudEvents reads the events the cloud scheduled for this instance
+	// (its metadata service); nil leaves the check out.
+	CloudEvents func(ctx context.Context) ([]cloudmeta.Event, error)
+	// CloudEventsPeriod is the period of that check.
+	CloudEventsPeriod time.Duration
 }
 
 // Monitor implements monitor.Monitor for KernelReady.
@@ -62,6 +73,9 @@ func New(env monitor.Env, opts Options) *Monitor {
 	}
 	if opts.ClockPeriod <= 0 {
 		opts.ClockPeriod = DefaultClockPeriod
+	}
+	if opts.CloudEventsPeriod <= 0 {
+		opts.CloudEventsPeriod = DefaultCloudEventsPeriod
 	}
 	if opts.EnvironPeriod <= 0 {
 		opts.EnvironPeriod = DefaultEnvironPeriod
@@ -118,7 +132,7 @@ func subject(match logline.Match) string {
 
 // Checks implements monitor.Monitor.
 func (m *Monitor) Checks() []monitor.Check {
-	return []monitor.Check{
+	checks := []monitor.Check{
 		{
 			Name:    "kernel-pid-max",
 			Period:  m.opts.LimitsPeriod,
@@ -150,6 +164,15 @@ func (m *Monitor) Checks() []monitor.Check {
 			Run:     m.runClock,
 		},
 	}
+	if m.opts.CloudEvents != nil {
+		checks = append(checks, monitor.Check{
+			Name:    "kernel-cloud-events",
+			Period:  m.opts.CloudEventsPeriod,
+			Reasons: []string{health.ReasonScheduledMaintenance, health.ReasonSpotInterruption},
+			Run:     m.runCloudEvents,
+		})
+	}
+	return checks
 }
 
 // threshold is the effective threshold of reason: the agent's (config

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# metadata-mock.sh builds AWS's EC2 instance metadata mock (ec2-metadata-mock,
+# github.com/aws/amazon-ec2-metadata-mock) at the version pinned in
+# hack/tools/go.mod, into a cache keyed by that version. Tests, the
+# simulation and the real-node tier run it on loopback and point the agent's
+# --cloud-metadata-endpoint at it: nothing of nodemend's ever asks the real
+# link-local metadata address. A second run finds it and returns at once.
+#
+# Usage: hack/metadata-mock.sh   Prints the path of the binary as its last line.
+# Environment: NODEMEND_CACHE (default ~/.cache/nodemend)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+module=github.com/aws/amazon-ec2-metadata-mock
+version="$(awk -v m="${module}" '$1==m{print $2}' "${here}/tools/go.mod")"
+[[ -n "${version}" ]] || { echo "metadata-mock.sh: ${module} is not pinned in hack/tools/go.mod" >&2; exit 1; }
+dir="${NODEMEND_CACHE:-${HOME}/.cache/nodemend}/metadata-mock/ec2-metadata-mock-${version}_$(go env GOOS)-$(go env GOARCH)"
+bin="${dir}/ec2-metadata-mock"
+
+if [[ ! -x "${bin}" ]]; then
+  mkdir -p "${dir}"
+  echo "building ec2-metadata-mock ${version} into ${dir} — first time only" >&2
+  # A temporary name of its own, renamed when complete: an interrupted build
+  # leaves nothing a later run would trust, and builds at once do not clash.
+  tmp="$(mktemp "${dir}/.ec2-metadata-mock.XXXXXX")"
+  trap 'rm -f "${tmp}"' EXIT
+  (cd "${here}/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${tmp}" "${module}/cmd/ec2-metadata-mock")
+  mv -f "${tmp}" "${bin}"
+fi
+echo "${bin}"
