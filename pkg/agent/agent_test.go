@@ -61,8 +61,15 @@ const fileJournal = "sources:\n  journal:\n    mode: file\n    file: /" + hostro
 // text (written to a file so reload can be tested).
 func startAgent(t *testing.T, root *hostroot.Root, cfg string) *running {
 	t.Helper()
+	return startAgentWith(t, root, cfg, corev1.NodeSpec{}, nil)
+}
+
+// startAgentWith is startAgent for a Node with spec, with mut changing the
+// agent's options.
+func startAgentWith(t *testing.T, root *hostroot.Root, cfg string, spec corev1.NodeSpec, mut func(*Options)) *running {
+	t.Helper()
 	node := fmt.Sprintf("agent-node-%d", seq.Add(1))
-	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Real hosts have /dev/kmsg and a journal before the agent starts.
@@ -71,10 +78,14 @@ func startAgent(t *testing.T, root *hostroot.Root, cfg string) *running {
 	cfgPath := root.Path("etc/nodemend/agent.yaml")
 	root.WriteFile("etc/nodemend/agent.yaml", cfg)
 	m := metrics.NewAgent()
-	a, err := New(Options{
+	opts := Options{
 		Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: cfgPath,
 		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
-	})
+	}
+	if mut != nil {
+		mut(&opts)
+	}
+	a, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
