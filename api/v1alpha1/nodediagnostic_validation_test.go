@@ -46,6 +46,17 @@ func packets(mut func(*v1alpha1.PacketCaptureSpec)) v1alpha1.NodeDiagnosticSpec 
 	return v1alpha1.NodeDiagnosticSpec{NodeName: "node-a", PacketCapture: p}
 }
 
+// post is a POST policy destination with the fields AWS's SDK makes.
+func post(url string, mut func(map[string]string)) *v1alpha1.PostUpload {
+	f := map[string]string{"key": "cap/${filename}", "policy": "eyJleHBpcmF0aW9uIjoiMjAzMC0wMS0wMVQwMDowMDowMFoiLCJjb25kaXRpb25zIjpbXX0=",
+		"X-Amz-Algorithm": "AWS4-HMAC-SHA256", "X-Amz-Credential": "AKIA/20300101/eu-west-1/s3/aws4_request",
+		"X-Amz-Date": "20300101T000000Z", "X-Amz-Signature": "abc"}
+	if mut != nil {
+		mut(f)
+	}
+	return &v1alpha1.PostUpload{URL: url, Fields: f}
+}
+
 func gpu(level int32, timeout *metav1.Duration) v1alpha1.NodeDiagnosticSpec {
 	return v1alpha1.NodeDiagnosticSpec{NodeName: "node-a", GPUDiagnostic: &v1alpha1.GPUDiagnosticSpec{Level: level, Timeout: timeout}}
 }
@@ -117,13 +128,26 @@ func TestAdmission(t *testing.T) {
 		{"interface too long", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Interface = "abcdefghijklmnop" }), "spec.packetCapture.interface"},
 		{"filter as option", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Filter = "-w /etc/cron.d/x" }), "filter must not start with '-'"},
 		{"filter with newline", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Filter = "tcp\nport 1" }), "filter must be printable ASCII"},
-		{"no destination nor upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = nil }), "packetCapture needs destination: node or uploadURLs, not both"},
+		{"no destination nor upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = nil }), "packetCapture needs exactly one of destination: node, uploadURLs and upload"},
 		{"capture kept on the node", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs, p.Destination = nil, "node" }), ""},
-		{"node and upload URLs", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Destination = "node" }), "packetCapture needs destination: node or uploadURLs, not both"},
+		{"node and upload URLs", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Destination = "node" }), "packetCapture needs exactly one of destination: node, uploadURLs and upload"},
 		{"other capture destination", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs, p.Destination = nil, "s3" }), "Unsupported value"},
 		{"chunks of a capture kept on the node", packets(func(p *v1alpha1.PacketCaptureSpec) {
 			p.UploadURLs, p.Destination, p.ChunkSize = nil, "node", q("8Mi")
-		}), "chunkSize applies to uploadURLs only"},
+		}), "chunkSize applies to uploadURLs and upload only"},
+		{"POST policy", packets(func(p *v1alpha1.PacketCaptureSpec) {
+			p.UploadURLs, p.Upload = nil, post("https://b.s3.eu-west-1.amazonaws.com/b", nil)
+		}), ""},
+		{"POST policy and upload URLs", packets(func(p *v1alpha1.PacketCaptureSpec) { p.Upload = post("https://b.s3.amazonaws.com/b", nil) }), "packetCapture needs exactly one of"},
+		{"POST policy to metadata", packets(func(p *v1alpha1.PacketCaptureSpec) {
+			p.UploadURLs, p.Upload = nil, post("https://169.254.169.254/b", nil)
+		}), "upload url must not be a loopback, link-local"},
+		{"POST policy over http", packets(func(p *v1alpha1.PacketCaptureSpec) {
+			p.UploadURLs, p.Upload = nil, post("http://b.s3.amazonaws.com/b", nil)
+		}), "upload url must be https://"},
+		{"POST policy without policy", packets(func(p *v1alpha1.PacketCaptureSpec) {
+			p.UploadURLs, p.Upload = nil, post("https://b.s3.amazonaws.com/b", func(f map[string]string) { delete(f, "policy"); f["acl"] = "private" })
+		}), "fields.key and fields.policy are required"},
 		{"http upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) { p.UploadURLs = []v1alpha1.UploadURL{"http://x.example.com/c"} }), "upload URLs must be https://"},
 		{"metadata upload URL", packets(func(p *v1alpha1.PacketCaptureSpec) {
 			p.UploadURLs = []v1alpha1.UploadURL{"https://ok.example.com/0", "https://169.254.169.254/1"}

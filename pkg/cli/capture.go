@@ -72,6 +72,9 @@ download).`,
   wireshark ip-10-0-1-23.ec2.internal-20260612T103000Z.pcap.gz
   kubectl mend capture ip-10-0-1-23.ec2.internal -i any -d 10m --s3 my-bucket --key captures --region us-east-1`,
 		Args: cobra.ExactArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			return o.validate(args[0])
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), g, s, args[0])
 		},

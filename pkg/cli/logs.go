@@ -114,10 +114,13 @@ Needs: create/get/list/delete nodediagnostics.nodemend.dev, get nodes, and get n
 	fl.Int32Var(&o.gpuLevel, "gpu-diagnostic", 0, "run DCGM's GPU diagnostic first, at level 1 (quick) or --gpu-diagnostic=LEVEL (1-4); its JSON result is saved beside the bundle and goes into it (default --timeout then: the diagnostic's own plus 5m)")
 	// A bare --gpu-diagnostic is the API's default level.
 	fl.Lookup("gpu-diagnostic").NoOptDefVal = "1"
-	cmd.PreRun = func(cmd *cobra.Command, _ []string) {
+	// Validation before RunE, so that the docs' examples are checked
+	// without a cluster (docs_examples_test.go).
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
 		if o.gpuLevel > 0 && !cmd.Flags().Changed("timeout") {
 			o.timeout = v1alpha1.DefaultGPUDiagnosticTimeout(o.gpuLevel) + 5*time.Minute
 		}
+		return o.validate(args)
 	}
 	return cmd
 }
