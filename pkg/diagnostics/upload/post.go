@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -35,7 +34,22 @@ const (
 	maxPostFormBytes  = 64 << 10
 )
 
-var postFieldName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+// validFieldName: letters, digits, '_', '.' and '-', at most 128, not
+// starting with a punctuation mark (a form field's name goes into a
+// Content-Disposition header).
+func validFieldName(k string) bool {
+	if k == "" || len(k) > 128 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || (c != '_' && c != '.' && c != '-')) {
+			return false
+		}
+	}
+	return true
+}
 
 // postFieldAllowed says which form fields a policy may carry. The rest of
 // S3's fields either change where the answer goes (success_action_redirect:
@@ -82,7 +96,7 @@ func CheckPostFields(fields map[string]string, now time.Time, sampleName string,
 	for k, v := range fields {
 		lower := strings.ToLower(k)
 		switch {
-		case !postFieldName.MatchString(k):
+		case !validFieldName(k):
 			return fmt.Errorf("form field name %q: letters, digits, '_', '.' and '-' only", k)
 		case seen[lower]:
 			return fmt.Errorf("form field %q given twice", k)

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
@@ -59,7 +61,9 @@ func runCheck(t *testing.T, m *Monitor, name string) ([]monitor.Finding, error) 
 }
 
 func TestChecksDeclared(t *testing.T) {
-	m := New(monitor.Env{}, Options{})
+	// With a metadata service (on a cloud); without one the cloud check is
+	// left out (TestNoCloudNoCloudCheck).
+	m := New(monitor.Env{}, Options{CloudEvents: func(context.Context) ([]cloudmeta.Event, error) { return nil, nil }})
 	var reasons []string
 	for _, c := range m.Checks() {
 		if c.Period <= 0 || c.Run == nil || c.Name == "" {
@@ -528,4 +532,36 @@ func FuzzParseFileNr(f *testing.F) {
 		// Whatever parses must evaluate without panicking.
 		_, _ = evalOpenFiles(h, 70, t0)
 	})
+}
+
+func TestNoCloudNoCloudCheck(t *testing.T) {
+	for _, c := range New(monitor.Env{}, Options{}).Checks() {
+		if c.Name == "kernel-cloud-events" {
+			t.Fatal("a cloud check without a metadata service")
+		}
+	}
+}
+
+// TestCloudEventFindings: each scheduled event is a ScheduledMaintenance
+// of its own (subject: the event ID), a spot notice a SpotInterruption;
+// both Warnings in the registry.
+func TestCloudEventFindings(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	fs := CloudEventFindings([]cloudmeta.Event{
+		{Kind: cloudmeta.Maintenance, ID: "instance-event-1", Code: "system-reboot", NotBefore: now.Add(24 * time.Hour), NotAfter: now.Add(26 * time.Hour)},
+		{Kind: cloudmeta.Maintenance, ID: "instance-event-2", Code: "instance-retirement", NotBefore: now.Add(48 * time.Hour)},
+		{Kind: cloudmeta.Interruption, Code: "hibernate", NotBefore: now.Add(2 * time.Minute)},
+	}, now)
+	if len(fs) != 3 || fs[0].Subject == fs[1].Subject || fs[0].Reason != health.ReasonScheduledMaintenance || fs[2].Reason != health.ReasonSpotInterruption {
+		t.Fatalf("findings %+v", fs)
+	}
+	if !strings.Contains(fs[0].Message, "system-reboot") || !strings.Contains(fs[0].Message, "in 24h0m0s") ||
+		!strings.Contains(fs[2].Message, "hibernated at 2026-12-05T12:02:00Z (in 2m0s)") {
+		t.Errorf("messages %q / %q", fs[0].Message, fs[2].Message)
+	}
+	for _, r := range []string{health.ReasonScheduledMaintenance, health.ReasonSpotInterruption} {
+		if reg, _ := health.LookupReason(r); reg.Severity != health.Warning {
+			t.Errorf("%s is %s in the registry, never Fatal", r, reg.Severity)
+		}
+	}
 }
