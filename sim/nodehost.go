@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/imdsmock"
 	"nodemend.dev/nodemend/internal/testsupport/netnstest"
 	"nodemend.dev/nodemend/sim/simgpu"
 )
@@ -137,6 +138,9 @@ type nodeHosts struct {
 	gone  map[string]*Host
 	port  int
 	added chan struct{}
+	// metadata is AWS's EC2 metadata mock the agents read as their cloud's
+	// metadata service: never the real link-local address.
+	metadata string
 }
 
 func startNodeHosts(ctx context.Context, s *Sim) (*nodeHosts, error) {
@@ -154,6 +158,10 @@ func startNodeHosts(ctx context.Context, s *Sim) (*nodeHosts, error) {
 	}
 	h := &nodeHosts{s: s, net: nh, tls: &tls.Config{Certificates: []tls.Certificate{cert}},
 		hosts: map[string]*Host{}, gone: map[string]*Host{}, port: 10250, added: make(chan struct{}, 1)}
+	if h.metadata, err = startMetadataMock(s); err != nil {
+		_ = nh.Close()
+		return nil, err
+	}
 	factory := informers.NewSharedInformerFactory(s.Client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -259,6 +267,7 @@ func (h *nodeHosts) setUp(ctx context.Context, host *Host, n *corev1.Node, port 
 		"--kubeconfig", kubeconfig, "--node-name", n.Name, "--host-root", host.Root,
 		"--config", conf, "--metrics-bind-address", "", "--kube-api-qps", "20",
 		"--reboot-mechanism", "command", "--reboot-command", hook,
+		"--cloud-metadata", "aws", "--cloud-metadata-endpoint", h.metadata,
 	}
 	host.mu.Unlock()
 	if err := h.startAgent(host); err != nil {
@@ -509,4 +518,24 @@ func selfSigned() (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// startMetadataMock runs AWS's EC2 metadata mock (hack/metadata-mock.sh) on
+// loopback for the agents, IMDSv2 only, its scheduled event and spot notice
+// held back for a day: bundles get an instance's metadata, and no agent
+// warns of an event a scenario did not ask for.
+func startMetadataMock(s *Sim) (string, error) {
+	bin, err := imdsmock.Binary()
+	if err != nil {
+		return "", err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	p := strconv.Itoa(port)
+	if _, err := s.start("ec2-metadata-mock", bin, []string{"--hostname", "127.0.0.1", "--port", p, "--imdsv2", "--mock-delay-sec", "86400"}, nil); err != nil {
+		return "", err
+	}
+	return "http://127.0.0.1:" + p, nil
 }
