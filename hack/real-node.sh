@@ -53,8 +53,9 @@ case "${cmd}" in
     fi
     kubebin="$("${here}/kube-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy | tail -1)"
     helm="$("${here}/helm.sh" | tail -1)"
+    mock="$("${here}/metadata-mock.sh" | tail -1)"
     build_self
-    exec "${bin}" start --kube-bin "${kubebin}" --helm "${helm}" "$@"
+    exec "${bin}" start --kube-bin "${kubebin}" --helm "${helm}" --metadata-mock "${mock}" "$@"
     ;;
   stop|status)
     build_self

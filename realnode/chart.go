@@ -38,7 +38,8 @@ const RebootHook = "/var/log/nodemend/real-node-reboot-hook"
 
 // chartValues are the values this node needs: the local images (never
 // pulled: there is no registry), the node's own paths and ports where
-// they differ from a stock node's, and the reboot hook.
+// they differ from a stock node's, the reboot hook, and AWS's metadata mock
+// on loopback as the agent's cloud metadata service.
 func (l Layout) chartValues(imgs Images) (string, error) {
 	areg, arepo, atag, err := splitRef(imgs.Agent)
 	if err != nil {
@@ -69,9 +70,12 @@ agent:
     reboot: command
     rebootCommand: [/usr/bin/touch, /host%s]
     acceleratorReset: false
+  cloudMetadata:
+    cloud: aws
+    endpoint: http://127.0.0.1:%d
 controller:
   image: {repository: %s, tag: %q}
-`, l.NodeName, areg, arepo, atag, l.CRISocket(), l.Ports.ProxyHealthz, l.KubeletRoot(), l.ContainerdRoot(), RebootHook, crepo, ctag), nil
+`, l.NodeName, areg, arepo, atag, l.CRISocket(), l.Ports.ProxyHealthz, l.KubeletRoot(), l.ContainerdRoot(), RebootHook, l.Ports.Metadata, crepo, ctag), nil
 }
 
 // installChart installs deploy/helm/nodemend as docs/install.md says —

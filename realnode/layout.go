@@ -57,6 +57,8 @@ type Layout struct {
 type Ports struct {
 	Etcd, EtcdPeer, APIServer, ControllerManager, Scheduler int
 	Kubelet, KubeletHealthz, ProxyHealthz, ProxyMetrics     int
+	// Metadata is AWS's EC2 metadata mock, the agent's cloud metadata service.
+	Metadata int
 }
 
 // List names every port, for the free-port check and messages.
@@ -66,6 +68,7 @@ func (p Ports) List() []NamedPort {
 		{"kube-controller-manager", p.ControllerManager}, {"kube-scheduler", p.Scheduler},
 		{"kubelet", p.Kubelet}, {"kubelet healthz", p.KubeletHealthz},
 		{"kube-proxy healthz", p.ProxyHealthz}, {"kube-proxy metrics", p.ProxyMetrics},
+		{"ec2-metadata-mock", p.Metadata},
 	}
 }
 
@@ -84,6 +87,7 @@ func PortsFrom(base int) Ports {
 		Etcd: base + 79, EtcdPeer: base + 80, APIServer: base + 43,
 		ControllerManager: base + 57, Scheduler: base + 59,
 		Kubelet: base + 50, KubeletHealthz: base + 48, ProxyHealthz: base + 56, ProxyMetrics: base + 49,
+		Metadata: base + 54,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,11 @@ type Tools struct {
 	Helm string
 	// Images holds the OCI image tarballs (make images, _output/images).
 	Images string
+	// MetadataMock is AWS's EC2 metadata mock (hack/metadata-mock.sh),
+	// the agent's cloud metadata service on this node: the chart points
+	// the agent at it on loopback, never at the real link-local address
+	// (empty: nothing listens there, and the agent reads no metadata).
+	MetadataMock string
 }
 
 // StartOptions choose what start does beyond the node itself.
@@ -153,6 +159,19 @@ func (l Layout) Start(ctx context.Context, o StartOptions) (phases []Phase, err 
 			// The kubelet has set its kernel tunables (once, at start);
 			// this machine's own values go back at once.
 			return restoreSysctls(f, kubeletTunables())
+		}},
+		{"starting the EC2 metadata mock", func() error {
+			if o.Tools.MetadataMock == "" {
+				return nil
+			}
+			// IMDSv2 only; the scheduled event and spot notice held back a
+			// day, so a node of this machine warns of nothing it did not ask for.
+			port := strconv.Itoa(l.Ports.Metadata)
+			if _, err := l.startDaemon("ec2-metadata-mock", o.Tools.MetadataMock,
+				"--hostname", "127.0.0.1", "--port", port, "--imdsv2", "--mock-delay-sec", "86400"); err != nil {
+				return err
+			}
+			return l.waitHTTP(ctx, "ec2-metadata-mock", "http://127.0.0.1:"+port+"/", nil)
 		}},
 		{"starting kube-proxy", func() error {
 			if _, err := l.startDaemon("kube-proxy", filepath.Join(o.Tools.KubeBin, "kube-proxy"), l.kubeProxyArgs()...); err != nil {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -263,6 +264,7 @@ func TestFindImages(t *testing.T) {
 				RebootCommand    []string `json:"rebootCommand"`
 				AcceleratorReset *bool    `json:"acceleratorReset"`
 			}
+			CloudMetadata struct{ Cloud, Endpoint string } `json:"cloudMetadata"`
 		}
 		Controller struct {
 			Image struct{ Repository, Tag string }
@@ -279,6 +281,11 @@ func TestFindImages(t *testing.T) {
 	if r := values.Agent.Remediation; r.Reboot != "command" || strings.Join(r.RebootCommand, " ") != "/usr/bin/touch /host"+RebootHook ||
 		r.AcceleratorReset == nil || *r.AcceleratorReset {
 		t.Errorf("remediation values %+v: want the reboot hook and no accelerator reset", r)
+	}
+	// The agent's metadata service is AWS's mock on loopback, never the
+	// real link-local address.
+	if c := values.Agent.CloudMetadata; c.Cloud != "aws" || c.Endpoint != fmt.Sprintf("http://127.0.0.1:%d", l.Ports.Metadata) {
+		t.Errorf("cloudMetadata values %+v: want the mock on 127.0.0.1:%d", c, l.Ports.Metadata)
 	}
 
 	if err := os.Remove(filepath.Join(dir, "pause.tar")); err != nil {

@@ -97,6 +97,8 @@ func testMendLogs(t *testing.T, n *node) {
 		"the kubelet's configuration": regexp.MustCompile(`nodeStatusReportFrequency: 10s`),
 		"the kernel log":              regexp.MustCompile(`fork rejected by pids controller in /nodemend-e2e/`),
 		"the planted log file":        regexp.MustCompile(regexp.QuoteMeta(canary) + ` marker`),
+		// The agent's cloud metadata service is AWS's mock on loopback.
+		"the instance's metadata": regexp.MustCompile(`cloud/aws/meta-data/instance-id\ni-[0-9a-f]+`),
 	}
 	for what, re := range want {
 		if !re.MatchString(text) {

@@ -47,6 +47,7 @@ func main() {
 		fs.StringVar(&o.Tools.KubeBin, "kube-bin", "", "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy (hack/kube-binaries.sh)")
 		fs.StringVar(&o.Tools.Helm, "helm", "", "the helm CLI (hack/helm.sh)")
 		fs.StringVar(&o.Tools.Images, "images", filepath.Join(repo, "_output", "images"), "directory of the image tarballs (make images)")
+		fs.StringVar(&o.Tools.MetadataMock, "metadata-mock", "", "AWS's EC2 metadata mock (hack/metadata-mock.sh), the agent's cloud metadata service on loopback")
 		fs.Var(&values, "values", "extra values file for helm install (repeatable)")
 		fs.BoolVar(&o.NoChart, "no-chart", false, "start the node without installing nodemend")
 		_ = fs.Parse(os.Args[2:])
