@@ -14,6 +14,7 @@ const (
 	secretIPAMDLog   = "plantedIpamdSessionToken77"
 	secretPodLog     = "plantedCorednsPassword31"
 	secretNodeadmKey = "plantedNodeadmBootstrapToken9"
+	secretActivation = "plantedSsmActivationCode5"
 )
 
 // EKS is what AddEKS put on the host: the ipamd endpoints it serves.
@@ -35,7 +36,7 @@ type EKS struct {
 func (h *Host) AddEKS(t testing.TB) *EKS {
 	t.Helper()
 	r := h.Root
-	h.Secrets = append(h.Secrets, secretIPAMDLog, secretPodLog, secretNodeadmKey)
+	h.Secrets = append(h.Secrets, secretIPAMDLog, secretPodLog, secretNodeadmKey, secretActivation)
 
 	// var_log: the VPC CNI's logs.
 	r.WriteFile("var/log/aws-routed-eni/ipamd.log",
@@ -91,6 +92,9 @@ func (h *Host) AddEKS(t testing.TB) *EKS {
 	r.WriteFile("etc/eks/nodeadm.d/00-nodeconfig.yaml", "---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: my-cluster\n"+
 		"    apiServerEndpoint: https://ABCDEF0123456789.gr7.us-east-1.eks.amazonaws.com\n    cidr: 10.100.0.0/16\n  kubelet:\n    flags:\n    - --node-labels=team=ml\n"+
 		"    config:\n      maxPods: 110\n  bootstrapToken: "+secretNodeadmKey+"\n")
+	// A hybrid node's NodeConfig carries an SSM activation.
+	r.WriteFile("etc/eks/nodeadm-config.yaml", "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: my-cluster\n    region: us-east-1\n"+
+		"  hybrid:\n    ssm:\n      activationCode: "+secretActivation+"\n      activationId: 0a1b2c3d-1111-2222-3333-444455556666\n")
 	r.WriteFile("etc/kubernetes/kubelet/config.json", `{"kind":"KubeletConfiguration","apiVersion":"kubelet.config.k8s.io/v1beta1","maxPods":110,"clusterDNS":["10.100.0.10"]}`+"\n")
 	r.WriteFile("etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf", `{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","maxPods":110}`+"\n")
 	h.Script.

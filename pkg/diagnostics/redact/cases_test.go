@@ -156,6 +156,7 @@ func wordCases() []tcase {
 		{"bearer", "BEARER=abc123xyz", "BEARER=[REDACTED]"},
 		{"sas", "AZURE_SAS=sv=2020&ss=b", "AZURE_SAS=[REDACTED]"},
 		{"psk", `  psk="correct horse"`, `  psk="[REDACTED]"`},
+		{"activation", "      activationCode: Ve3Cv7AbcDEFghij12+x", "      activationCode: [REDACTED]"},
 		{"apikey", "apikey=abc123xyz", "apikey=[REDACTED]"},
 		{"accesskey", "accesskey=abc123xyz", "accesskey=[REDACTED]"},
 		{"secretkey", "secretkey=abc123xyz", "secretkey=[REDACTED]"},

@@ -65,6 +65,9 @@ func secretWords() []secretWord {
 		{"bearer", matchExact},
 		{"sas", matchExact},
 		{"psk", matchExact}, // wpa_supplicant, ipsec.secrets
+		// An SSM hybrid activation (nodeadm's spec.hybrid.ssm.activationCode
+		// and activationId) registers any machine as the node's instance.
+		{"activation", matchExact},
 		// Compounds written as one word.
 		{"apikey", matchExact},
 		{"accesskey", matchExact},
