@@ -9,8 +9,9 @@
 // user data), only on an address given as a literal IP that is link-local
 // (or loopback, where tests and the simulation run AWS's metadata mock), with
 // no proxy, no redirects, short timeouts and bounded answers. Which cloud is
-// asked follows the Node's providerID (aws://, gce://, azure://) unless the
-// agent is told; a node on no cloud that answers asks nothing.
+// asked follows the Node's providerID (aws://, gce://) unless the agent is
+// told; a node on no cloud that answers asks nothing. Done: AWS (EC2 IMDS,
+// IMDSv2) and Google Compute Engine (its metadata server); not Azure IMDS.
 package cloudmeta
 
 import (
@@ -30,6 +31,7 @@ import (
 // Clouds whose metadata services are implemented.
 const (
 	AWS = "aws"
+	GCE = "gce"
 )
 
 // The selection values of Config.Cloud besides a cloud's name.
@@ -103,6 +105,8 @@ func CloudOf(providerID string) string {
 	switch scheme {
 	case "aws":
 		return AWS
+	case "gce":
+		return GCE
 	}
 	return ""
 }
@@ -110,7 +114,9 @@ func CloudOf(providerID string) string {
 // DefaultEndpoint is the cloud's metadata endpoint.
 func DefaultEndpoint(cloud string) string {
 	switch cloud {
-	case AWS:
+	case AWS, GCE:
+		// GCE's metadata.google.internal is this address too; a name
+		// is never dialed.
 		return "http://169.254.169.254"
 	}
 	return ""
@@ -130,9 +136,9 @@ type Config struct {
 // Validate checks the selection and the endpoint.
 func (c Config) Validate() error {
 	switch c.Cloud {
-	case "", Auto, None, AWS:
+	case "", Auto, None, AWS, GCE:
 	default:
-		return fmt.Errorf("cloud %q: want %s, %s or %s", c.Cloud, Auto, None, AWS)
+		return fmt.Errorf("cloud %q: want %s, %s, %s or %s", c.Cloud, Auto, None, AWS, GCE)
 	}
 	if c.Endpoint != "" {
 		if _, err := CheckEndpoint(c.Endpoint); err != nil {
@@ -178,6 +184,12 @@ func New(cloud, endpoint string, timeout time.Duration) (Provider, error) {
 			return nil, err
 		}
 		return newIMDS(base, newClient(timeout)), nil
+	case GCE:
+		base, err := CheckEndpoint(endpoint)
+		if err != nil {
+			return nil, err
+		}
+		return newGCE(base, newClient(timeout)), nil
 	case None, "":
 		return nil, ErrNoCloud
 	}

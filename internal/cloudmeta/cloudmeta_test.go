@@ -253,3 +253,81 @@ func FuzzParseIMDS(f *testing.F) {
 		_, _ = cloudmeta.ParseIMDSSpotAction(data)
 	})
 }
+
+// gceServer answers as GCE's metadata server documents it
+// (compute/docs/metadata): paths under /computeMetadata/v1/, only with
+// "Metadata-Flavor: Google" (403 otherwise), the header echoed; it also
+// holds what must never be read (attributes, service account tokens).
+func gceServer(t *testing.T, maintenance, preempted string) (*httptest.Server, *[]string) {
+	t.Helper()
+	var asked []string
+	values := map[string]string{
+		"/computeMetadata/v1/instance/id":                             "4520031799277581759",
+		"/computeMetadata/v1/instance/machine-type":                   "projects/123456789/machineTypes/n2-standard-8",
+		"/computeMetadata/v1/instance/zone":                           "projects/123456789/zones/europe-west1-b",
+		"/computeMetadata/v1/instance/image":                          "projects/cos-cloud/global/images/cos-113",
+		"/computeMetadata/v1/instance/network-interfaces/":            `[{"ip":"10.132.0.5","mac":"42:01:0a:84:00:05","network":"projects/123456789/networks/default"}]`,
+		"/computeMetadata/v1/instance/maintenance-event":              maintenance,
+		"/computeMetadata/v1/instance/preempted":                      preempted,
+		"/computeMetadata/v1/instance/attributes/kube-env":            "KUBELET_KEY: secret",
+		"/computeMetadata/v1/instance/service-accounts/default/token": `{"access_token":"secret"}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path)
+		if r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "Missing Metadata-Flavor:Google header.", http.StatusForbidden)
+			return
+		}
+		v, ok := values[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Metadata-Flavor", "Google")
+		w.Write([]byte(v))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &asked
+}
+
+// TestGCEMetadata: the GCE provider sends the flavor header, reads the
+// instance's identity and network, never attributes or tokens, and turns a
+// host maintenance and a preemption into events.
+func TestGCEMetadata(t *testing.T) {
+	srv, asked := gceServer(t, "TERMINATE_ON_HOST_MAINTENANCE", "TRUE")
+	p, err := cloudmeta.New(cloudmeta.GCE, srv.URL, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := p.Documents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range docs {
+		got[d.Path] = string(d.Data)
+	}
+	if got["instance/id"] != "4520031799277581759" || !strings.Contains(got["instance/network-interfaces"], "10.132.0.5") {
+		t.Errorf("documents %v", got)
+	}
+	for _, a := range *asked {
+		if strings.Contains(a, "attributes") || strings.Contains(a, "service-accounts") {
+			t.Errorf("asked for %s", a)
+		}
+	}
+	evs, err := p.Events(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Kind != cloudmeta.Maintenance || evs[0].Code != "terminate-on-host-maintenance" || evs[1].Kind != cloudmeta.Interruption {
+		t.Fatalf("events %+v", evs)
+	}
+	srv2, _ := gceServer(t, "NONE", "FALSE")
+	p2, _ := cloudmeta.New(cloudmeta.GCE, srv2.URL, 2*time.Second)
+	if evs, err := p2.Events(context.Background()); err != nil || len(evs) != 0 {
+		t.Fatalf("quiet VM: %+v %v", evs, err)
+	}
+	if cloudmeta.CloudOf("gce://my-project/europe-west1-b/node-1") != cloudmeta.GCE || cloudmeta.CloudOf("azure:///subscriptions/x") != "" {
+		t.Error("CloudOf")
+	}
+}

@@ -58,11 +58,18 @@ func withNewline(b []byte) []byte {
 	return b
 }
 
-// instanceSummary is the instance's identity in a few lines (AWS paths).
+// instanceSummary is the instance's identity in a few lines.
 func instanceSummary(cloud string, docs map[string][]byte) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "cloud:             %s\n", cloud)
 	for _, f := range []struct{ label, path string }{
+		// GCE's paths; AWS's below.
+		{"instance-id", "instance/id"},
+		{"machine-type", "instance/machine-type"},
+		{"zone", "instance/zone"},
+		{"image", "instance/image"},
+		{"maintenance", "instance/maintenance-event"},
+		{"preempted", "instance/preempted"},
 		{"instance-id", "meta-data/instance-id"},
 		{"instance-type", "meta-data/instance-type"},
 		{"lifecycle", "meta-data/instance-life-cycle"},
