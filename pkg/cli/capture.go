@@ -236,12 +236,12 @@ func (o *captureOptions) capture(ctx context.Context, c *Clients, prog *Progress
 	if len(o.uploadURLs) > 0 {
 		return "uploaded", fmt.Sprintf("%d chunks (%s) to %s; %s", st.ChunksUploaded, HumanBytes(st.SizeBytes), hostOf(o.uploadURLs[0]), summary), nil
 	}
-	path, err := o.path(node, st)
+	dir, path, err := o.path(node, st)
 	if err != nil {
 		return "", "", err
 	}
 	prog.Update(node, "downloading", "%s (%s)", st.FileName, HumanBytes(st.SizeBytes))
-	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, path, func(n int64) {
+	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, dir, path, func(n int64) {
 		prog.Tick(node, "downloading", "%s / %s", HumanBytes(n), HumanBytes(st.SizeBytes))
 	}, "use --upload-url")
 	if err != nil {
@@ -250,23 +250,25 @@ func (o *captureOptions) capture(ctx context.Context, c *Clients, prog *Progress
 	return "saved", fmt.Sprintf("%s (%s; %s); open it with Wireshark, or: zcat %s | tcpdump -nr -", path, HumanBytes(st.SizeBytes), summary, path), nil
 }
 
-// path is where the capture is saved: --output if it names a file, else
-// NODE-TIME.pcap.gz in that directory (TIME the capture's start).
-func (o *captureOptions) path(node string, st *v1alpha1.CaptureStatus) (string, error) {
+// path is where the capture is saved, and the directory it is saved in
+// (nothing below which is followed if it is a symbolic link): --output if it
+// names a file, else NODE-TIME.pcap.gz in that directory (TIME the capture's
+// start).
+func (o *captureOptions) path(node string, st *v1alpha1.CaptureStatus) (dir, path string, err error) {
 	fi, err := os.Stat(o.output)
 	isDir := err == nil && fi.IsDir() || strings.HasSuffix(o.output, string(filepath.Separator))
 	if err != nil && !os.IsNotExist(err) {
-		return "", err
+		return "", "", err
 	}
 	if !isDir {
-		return o.output, nil
+		return filepath.Dir(o.output), o.output, nil
 	}
 	start := time.Now()
 	if st.StartTime != nil {
 		start = st.StartTime.Time
 	}
 	// The node name was checked (a DNS subdomain: no separators).
-	return filepath.Join(o.output, node+"-"+start.UTC().Format("20060102T150405Z")+".pcap.gz"), nil
+	return o.output, filepath.Join(o.output, node+"-"+start.UTC().Format("20060102T150405Z")+".pcap.gz"), nil
 }
 
 // wait follows the capture until it is final, showing what was captured.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
@@ -250,4 +251,36 @@ func fakeAgent(t *testing.T, node string, set func(*v1alpha1.NodeDiagnosticStatu
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// kubectl mend logs -o DIR with DIR/NODE planted as a link to a directory
+// of the user's (another user of a shared DIR can do that): the command
+// fails saying why, and nothing is written through the link; with --flat,
+// the same for a link planted as DIR/NODE-logs.tar.gz.
+func TestLogsNeverWritesThroughALinkInTheOutputDirectory(t *testing.T) {
+	h := diagtest.NewHost(t)
+	node := kubeletNode(t, h)
+	startAgent(t, node, h, nil)
+	base := t.TempDir()
+	dir, victim := filepath.Join(base, "out"), filepath.Join(base, "ssh")
+	for _, d := range []string{dir, victim} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, node)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(victim, "authorized_keys"), filepath.Join(dir, node+"-logs.tar.gz")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"logs", node, "-o", dir}, {"logs", node, "-o", dir, "--flat"}} {
+		out, err := run(t, append([]string{"--kubeconfig", kubeconfig(t, cfg)}, args...)...)
+		if err == nil || !strings.Contains(out, "symbolic link") {
+			t.Errorf("%v: err %v, want a refusal naming the link", args, err)
+		}
+		if entries, _ := os.ReadDir(victim); len(entries) != 0 {
+			t.Fatalf("%v: wrote %d files through the link", args, len(entries))
+		}
+	}
 }

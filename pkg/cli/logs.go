@@ -504,7 +504,7 @@ func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, 
 		path = filepath.Join(o.outputDir, node+"-logs.tar.gz")
 	}
 	prog.Update(node, "downloading", "%s (%s)", st.FileName, HumanBytes(st.SizeBytes))
-	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, path, func(done int64) {
+	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, o.outputDir, path, func(done int64) {
 		prog.Tick(node, "downloading", "%s / %s", HumanBytes(done), HumanBytes(st.SizeBytes))
 	}, "use --upload-url")
 	return path, err
@@ -522,7 +522,7 @@ func (o *logsOptions) downloadGPUResult(ctx context.Context, c *Clients, prog *P
 		path = filepath.Join(o.outputDir, node+"-gpu-diagnostic.json")
 	}
 	prog.Update(node, "downloading", "%s (%s)", g.FileName, HumanBytes(g.SizeBytes))
-	return path, fetchNodeFile(ctx, c, node, g.FileName, g.SizeBytes, path, func(int64) {}, "use --upload-url")
+	return path, fetchNodeFile(ctx, c, node, g.FileName, g.SizeBytes, o.outputDir, path, func(int64) {}, "use --upload-url")
 }
 
 // truncate cuts s to at most n bytes on a character boundary (textcut) and

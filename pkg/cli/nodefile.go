@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,14 +14,15 @@ import (
 
 // fetchNodeFile downloads what the agent left for us on node — a bundle
 // or a packet capture under /var/log/nodemend/, served by the kubelet's
-// /logs/ — through the API server's node proxy, to path. The file name
-// comes from the API and becomes a proxied path: it must be a plain file
-// name (v1alpha1.ValidFileName, as the CRD requires; checked again here,
-// for an older CRD or a hostile status writer). The download goes to a
-// new temporary file next to path, must have the size the agent wrote,
-// and is renamed into place (replacing an older file) when complete.
-// otherwise says what to do instead when nodes/proxy is forbidden.
-func fetchNodeFile(ctx context.Context, c *Clients, node, fileName string, size int64, path string, report func(done int64), otherwise string) error {
+// /logs/ — through the API server's node proxy, to path inside dir. The
+// file name comes from the API and becomes a proxied path: it must be a
+// plain file name (v1alpha1.ValidFileName, as the CRD requires; checked
+// again here, for an older CRD or a hostile status writer). The download
+// must have the size the agent wrote, and is saved with saveUnder: never
+// through a symbolic link below dir, renamed into place (replacing an older
+// file) when complete. otherwise says what to do instead when nodes/proxy
+// is forbidden.
+func fetchNodeFile(ctx context.Context, c *Clients, node, fileName string, size int64, dir, path string, report func(done int64), otherwise string) error {
 	if !v1alpha1.ValidFileName(fileName) || filepath.Base(fileName) != fileName {
 		return fmt.Errorf("the agent's status names the file %q, which is not a plain file name; not downloading it", termsafe.String(fileName))
 	}
@@ -37,29 +37,16 @@ func fetchNodeFile(ctx context.Context, c *Clients, node, fileName string, size 
 		return fmt.Errorf("downloading %s through the node proxy (is the kubelet on %s reachable from the API server?): %w", fileName, node, err)
 	}
 	defer rc.Close()
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	// A new file of our own (not whatever a name might already point to),
-	// renamed into place when complete.
-	f, err := os.CreateTemp(dir, ".download-*.part")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	n, err := io.Copy(f, &progressReader{r: rc, total: size, report: report})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n != size {
-		err = fmt.Errorf("got %d bytes, the agent wrote %d", n, size)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("downloading %s: %w", fileName, err)
-	}
-	return os.Rename(tmp, path)
+	return saveUnder(dir, path, func(w io.Writer) error {
+		n, err := io.Copy(w, &progressReader{r: rc, total: size, report: report})
+		if err == nil && n != size {
+			err = fmt.Errorf("got %d bytes, the agent wrote %d", n, size)
+		}
+		if err != nil {
+			return fmt.Errorf("downloading %s: %w", fileName, err)
+		}
+		return nil
+	})
 }
 
 // progressReader reports every 10% of total.

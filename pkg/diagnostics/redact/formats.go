@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"regexp"
 )
 
@@ -10,10 +11,22 @@ import (
 // a literal prefix (matched case-sensitively at a word start) and the body
 // that must follow it. The whole token is masked, prefix included: a kept
 // prefix is an 8-character fragment of the secret.
+//
+// Most formats are a vendor's prefix and a body of at least min bytes of
+// one alphabet (the run of them is masked, however long: vendors lengthen
+// their tokens). They are known by prefix and length alone — never by how
+// random the body looks: a test token, a placeholder-looking body
+// ("gho_" and 36 times "a") or a leaked one of low entropy is still a
+// credential of that vendor's shape.
 type format struct {
 	name   string
 	prefix string
 	body   *regexp.Regexp // anchored, matched right after the prefix
+	// alphabet and min describe a body of at least min bytes of alphabet (a
+	// regexp character class without brackets), for formats known by their
+	// prefix and length; empty for formats with a structure of their own.
+	alphabet string
+	min      int
 	// back: the token starts this many bytes before the literal (a literal
 	// inside the token, as Azure's "Q~"); head is what those bytes match.
 	back int
@@ -24,8 +37,15 @@ type format struct {
 const maxFormatLen = 1024
 
 // formats lists the token formats. Every entry has its own case in the
-// tests (and a test removes each in turn).
+// tests (and a test removes each in turn); every prefix-and-length entry
+// is also tested at exactly its minimum length and one byte short of it.
 func formats() []format {
+	// tok is a token of a vendor's prefix and a body of at least min bytes
+	// of alphabet.
+	tok := func(name, prefix, alphabet string, min int) format {
+		return format{name: name, prefix: prefix, alphabet: alphabet, min: min,
+			body: regexp.MustCompile(fmt.Sprintf(`^(?:[%s]{%d,})`, alphabet, min))}
+	}
 	f := func(name, prefix, body string) format {
 		return format{name: name, prefix: prefix, body: regexp.MustCompile(`^(?:` + body + `)`)}
 	}
@@ -34,67 +54,71 @@ func formats() []format {
 	inside := func(name, lit string, back int, head, body string) format {
 		return format{name: name, prefix: lit, back: back, head: regexp.MustCompile(`^(?:` + head + `)$`), body: regexp.MustCompile(`^(?:` + body + `)`)}
 	}
-	aws := `[A-Z0-9]{16}\b`
-	gh := `[A-Za-z0-9]{36}\b`
-	gl := `[A-Za-z0-9_.-]{20,}`
-	slack := `[A-Za-z0-9-]{10,}`
-	stripe := `[A-Za-z0-9]{16,}`
-	crypt := `[./A-Za-z0-9$=,+-]{8,}`
+	const (
+		upperDigits = `A-Z0-9`
+		alnum       = `A-Za-z0-9`
+		word        = `A-Za-z0-9_`
+		dashed      = `A-Za-z0-9_-`
+		hex         = `a-f0-9`
+		crypt       = `./A-Za-z0-9$=,+-`
+	)
 	return []format{
 		// AWS access key ids (long-term, temporary, and the other key kinds).
-		f("aws-access-key-id", "AKIA", aws), f("aws-temporary-key-id", "ASIA", aws),
-		f("aws-bearer-key-id", "ABIA", aws), f("aws-context-key-id", "ACCA", aws),
-		f("aws-key-id", "A3T", `[A-Z0-9]{17}\b`),
-		// GitHub.
-		f("github-pat", "ghp_", gh), f("github-oauth", "gho_", gh), f("github-user-to-server", "ghu_", gh),
-		f("github-server-to-server", "ghs_", gh), f("github-refresh", "ghr_", gh),
-		f("github-fine-grained-pat", "github_pat_", `[A-Za-z0-9_]{22,}`),
+		tok("aws-access-key-id", "AKIA", upperDigits, 16), tok("aws-temporary-key-id", "ASIA", upperDigits, 16),
+		tok("aws-bearer-key-id", "ABIA", upperDigits, 16), tok("aws-context-key-id", "ACCA", upperDigits, 16),
+		tok("aws-key-id", "A3T", upperDigits, 17),
+		// GitHub (its own scanning pattern: gh[pousr]_[A-Za-z0-9_]{36,255}).
+		tok("github-pat", "ghp_", word, 36), tok("github-oauth", "gho_", word, 36), tok("github-user-to-server", "ghu_", word, 36),
+		tok("github-server-to-server", "ghs_", word, 36), tok("github-refresh", "ghr_", word, 36),
+		tok("github-fine-grained-pat", "github_pat_", word, 22),
 		// GitLab.
-		f("gitlab-pat", "glpat-", gl), f("gitlab-deploy", "gldt-", gl), f("gitlab-runner", "glrt-", gl),
-		f("gitlab-pipeline-trigger", "glptt-", gl), f("gitlab-ci-job", "glcbt-", gl), f("gitlab-incoming-mail", "glimt-", gl),
-		f("gitlab-agent", "glagent-", gl), f("gitlab-scim", "glsoat-", gl), f("gitlab-feed", "glft-", gl),
-		f("gitlab-runner-registration", "GR1348941", `[A-Za-z0-9_-]{20,}`),
+		tok("gitlab-pat", "glpat-", `A-Za-z0-9_.-`, 20), tok("gitlab-deploy", "gldt-", `A-Za-z0-9_.-`, 20),
+		tok("gitlab-runner", "glrt-", `A-Za-z0-9_.-`, 20), tok("gitlab-pipeline-trigger", "glptt-", `A-Za-z0-9_.-`, 20),
+		tok("gitlab-ci-job", "glcbt-", `A-Za-z0-9_.-`, 20), tok("gitlab-incoming-mail", "glimt-", `A-Za-z0-9_.-`, 20),
+		tok("gitlab-agent", "glagent-", `A-Za-z0-9_.-`, 20), tok("gitlab-scim", "glsoat-", `A-Za-z0-9_.-`, 20),
+		tok("gitlab-feed", "glft-", `A-Za-z0-9_.-`, 20), tok("gitlab-runner-registration", "GR1348941", dashed, 20),
 		// Slack tokens and webhooks.
-		f("slack-bot", "xoxb-", slack), f("slack-user", "xoxp-", slack), f("slack-app", "xoxa-", slack),
-		f("slack-refresh", "xoxr-", slack), f("slack-session", "xoxs-", slack), f("slack-config", "xoxe-", slack),
-		f("slack-app-level", "xapp-", slack),
-		f("slack-webhook", "hooks.slack.com/services/", `[A-Za-z0-9/_-]{20,}`),
+		tok("slack-bot", "xoxb-", `A-Za-z0-9-`, 10), tok("slack-user", "xoxp-", `A-Za-z0-9-`, 10),
+		tok("slack-app", "xoxa-", `A-Za-z0-9-`, 10), tok("slack-refresh", "xoxr-", `A-Za-z0-9-`, 10),
+		tok("slack-session", "xoxs-", `A-Za-z0-9-`, 10), tok("slack-config", "xoxe-", `A-Za-z0-9-`, 10),
+		tok("slack-app-level", "xapp-", `A-Za-z0-9-`, 10),
+		tok("slack-webhook", "hooks.slack.com/services/", `A-Za-z0-9/_-`, 20),
 		// Stripe.
-		f("stripe-secret", "sk_live_", stripe), f("stripe-test-secret", "sk_test_", stripe),
-		f("stripe-restricted", "rk_live_", stripe), f("stripe-test-restricted", "rk_test_", stripe),
-		f("stripe-webhook-secret", "whsec_", stripe),
+		tok("stripe-secret", "sk_live_", alnum, 16), tok("stripe-test-secret", "sk_test_", alnum, 16),
+		tok("stripe-restricted", "rk_live_", alnum, 16), tok("stripe-test-restricted", "rk_test_", alnum, 16),
+		tok("stripe-webhook-secret", "whsec_", alnum, 16),
 		// Google.
-		f("google-api-key", "AIza", `[0-9A-Za-z_-]{35}`), f("google-oauth-access", "ya29.", `[0-9A-Za-z_-]{20,}`),
-		f("google-oauth-client-secret", "GOCSPX-", `[A-Za-z0-9_-]{20,}`),
+		tok("google-api-key", "AIza", dashed, 35), tok("google-oauth-access", "ya29.", dashed, 20),
+		tok("google-oauth-client-secret", "GOCSPX-", dashed, 20),
 		// Package registries, vaults, clouds, AI APIs.
-		f("npm", "npm_", `[A-Za-z0-9]{36}`), f("pypi", "pypi-AgEIcHlwaS5vcmc", `[A-Za-z0-9_-]{20,}`),
-		f("docker-hub-pat", "dckr_pat_", `[A-Za-z0-9_-]{20,}`),
-		f("vault-service", "hvs.", `[A-Za-z0-9_-]{20,}`), f("vault-batch", "hvb.", `[A-Za-z0-9_-]{20,}`),
-		f("vault-recovery", "hvr.", `[A-Za-z0-9_-]{20,}`),
-		f("digitalocean-pat", "dop_v1_", `[a-f0-9]{64}`), f("digitalocean-oauth", "doo_v1_", `[a-f0-9]{64}`),
-		f("digitalocean-refresh", "dor_v1_", `[a-f0-9]{64}`),
-		f("anthropic", "sk-ant-", `[A-Za-z0-9_-]{20,}`), f("openai-project", "sk-proj-", `[A-Za-z0-9_-]{20,}`),
-		f("huggingface", "hf_", `[A-Za-z]{30,}`),
-		f("shopify-access", "shpat_", `[a-fA-F0-9]{32}`), f("shopify-shared-secret", "shpss_", `[a-fA-F0-9]{32}`),
+		tok("npm", "npm_", alnum, 36), tok("pypi", "pypi-AgEIcHlwaS5vcmc", dashed, 20),
+		tok("docker-hub-pat", "dckr_pat_", dashed, 20),
+		tok("vault-service", "hvs.", dashed, 20), tok("vault-batch", "hvb.", dashed, 20),
+		tok("vault-recovery", "hvr.", dashed, 20),
+		tok("digitalocean-pat", "dop_v1_", hex, 64), tok("digitalocean-oauth", "doo_v1_", hex, 64),
+		tok("digitalocean-refresh", "dor_v1_", hex, 64),
+		tok("anthropic", "sk-ant-", dashed, 20), tok("openai-project", "sk-proj-", dashed, 20),
+		tok("huggingface", "hf_", `A-Za-z`, 30),
+		tok("shopify-access", "shpat_", `a-fA-F0-9`, 32), tok("shopify-shared-secret", "shpss_", `a-fA-F0-9`, 32),
 		f("sendgrid", "SG.", `[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}`),
-		f("age-secret-key", "AGE-SECRET-KEY-1", `[A-Z0-9]{58}`),
-		f("grafana-service-account", "glsa_", `[A-Za-z0-9_]{32,}`), f("grafana-cloud", "glc_", `[A-Za-z0-9+/=_-]{32,}`),
-		f("newrelic-user", "NRAK-", `[A-Z0-9]{27}`), f("databricks", "dapi", `[a-f0-9]{32}\b`),
-		f("twilio-api-key", "SK", `[0-9a-f]{32}\b`), f("mailgun", "key-", `[0-9a-f]{32}\b`),
-		f("atlassian", "ATATT3", `[A-Za-z0-9_=-]{50,}`),
-		f("tailscale", "tskey-", `[A-Za-z0-9-]{20,}`), f("docker-swarm-join", "SWMTKN-1-", `[a-z0-9-]{40,}`),
-		f("sentry-org", "sntrys_", `[A-Za-z0-9_=+/]{40,}`), f("sentry-user", "sntryu_", `[a-f0-9]{40,}`),
+		tok("age-secret-key", "AGE-SECRET-KEY-1", upperDigits, 58),
+		tok("grafana-service-account", "glsa_", word, 32), tok("grafana-cloud", "glc_", `A-Za-z0-9+/=_-`, 32),
+		tok("newrelic-user", "NRAK-", upperDigits, 27), tok("databricks", "dapi", hex, 32),
+		tok("twilio-api-key", "SK", hex, 32), tok("mailgun", "key-", hex, 32),
+		tok("atlassian", "ATATT3", `A-Za-z0-9_=-`, 50),
+		tok("tailscale", "tskey-", `A-Za-z0-9-`, 20), tok("docker-swarm-join", "SWMTKN-1-", `a-z0-9-`, 40),
+		tok("sentry-org", "sntrys_", `A-Za-z0-9_=+/`, 40), tok("sentry-user", "sntryu_", hex, 40),
 		inside("azure-client-secret", "Q~", 4, `[A-Za-z0-9_~.-]{3}[0-9]`, `[A-Za-z0-9_~.-]{31,34}`),
 		inside("terraform-cloud", ".atlasv1.", 14, `[A-Za-z0-9]{14}`, `[A-Za-z0-9_=-]{60,}`),
-		f("pulumi", "pul-", `[a-f0-9]{40}`), f("linear", "lin_api_", `[A-Za-z0-9]{40}`),
+		tok("pulumi", "pul-", hex, 40), tok("linear", "lin_api_", alnum, 40),
 		// JWTs and JWEs (also a lone header or payload: base64 of a JSON
 		// object, as in a .dockerconfigjson).
 		f("jwt", "eyJ", `[A-Za-z0-9_+/=-]{13,}(?:\.[A-Za-z0-9_+/=-]*)*`),
 		// Password hashes (crypt(3), htpasswd): offline-crackable.
-		f("crypt-md5", "$1$", crypt), f("crypt-bcrypt-2a", "$2a$", crypt), f("crypt-bcrypt-2b", "$2b$", crypt),
-		f("crypt-bcrypt-2y", "$2y$", crypt), f("crypt-sha256", "$5$", crypt), f("crypt-sha512", "$6$", crypt),
-		f("crypt-yescrypt", "$y$", crypt), f("crypt-gost-yescrypt", "$gy$", crypt), f("crypt-scrypt", "$7$", crypt),
-		f("crypt-apr1", "$apr1$", crypt), f("argon2id", "$argon2id$", crypt), f("argon2i", "$argon2i$", crypt),
+		tok("crypt-md5", "$1$", crypt, 8), tok("crypt-bcrypt-2a", "$2a$", crypt, 8), tok("crypt-bcrypt-2b", "$2b$", crypt, 8),
+		tok("crypt-bcrypt-2y", "$2y$", crypt, 8), tok("crypt-sha256", "$5$", crypt, 8), tok("crypt-sha512", "$6$", crypt, 8),
+		tok("crypt-yescrypt", "$y$", crypt, 8), tok("crypt-gost-yescrypt", "$gy$", crypt, 8), tok("crypt-scrypt", "$7$", crypt, 8),
+		tok("crypt-apr1", "$apr1$", crypt, 8), tok("argon2id", "$argon2id$", crypt, 8), tok("argon2i", "$argon2i$", crypt, 8),
 	}
 }
 
