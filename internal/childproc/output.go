@@ -37,12 +37,16 @@ var ErrOutputTooLarge = errors.New("output larger than the limit")
 
 // Output runs t and returns its standard output. A non-zero exit is an
 // error carrying the end of the tool's standard error. The tool is killed
-// when ctx ends, and when the agent dies.
+// when ctx ends, and when the agent dies. A tool CheckTrust refuses is not
+// started (ErrUntrusted).
 func Output(ctx context.Context, t Tool) ([]byte, error) {
-	cmd, stderr := command(ctx, t)
+	cmd, stderr, err := command(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	out := &limitedBuffer{limit: t.Limit}
 	cmd.Stdout = out
-	err := cmd.Run()
+	err = cmd.Run()
 	if out.over {
 		return nil, fmt.Errorf("%s: %w (%d bytes)", filepath.Base(t.Path), ErrOutputTooLarge, t.Limit)
 	}
@@ -52,9 +56,17 @@ func Output(ctx context.Context, t Tool) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// command prepares t: its environment, its standard error kept to explain
-// a failure, its death with the agent, its chroot.
-func command(ctx context.Context, t Tool) (*exec.Cmd, *Tail) {
+// command prepares t: its trust checked (it runs as root), its
+// environment, its standard error kept to explain a failure, its death with
+// the agent, its chroot.
+func command(ctx context.Context, t Tool) (*exec.Cmd, *Tail, error) {
+	root := t.Root
+	if root == "" {
+		root = "/"
+	}
+	if err := CheckTrust(root, t.Path); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Base(t.Path), err)
+	}
 	cmd := exec.CommandContext(ctx, t.Path, t.Args...)
 	cmd.Env = toolEnv
 	stderr := &Tail{Keep: 1024}
@@ -65,7 +77,7 @@ func command(ctx context.Context, t Tool) (*exec.Cmd, *Tail) {
 		chroot(cmd, t.Root)
 		cmd.Dir = "/"
 	}
-	return cmd, stderr
+	return cmd, stderr, nil
 }
 
 // toolError names the tool in err: the context's end, or the exit status
@@ -110,7 +122,10 @@ const maxLine = 1 << 20
 // held whole. Limit caps the total read. A non-zero exit is an error
 // carrying the end of the tool's standard error.
 func Lines(ctx context.Context, t Tool, fn func(line []byte)) error {
-	cmd, stderr := command(ctx, t)
+	cmd, stderr, err := command(ctx, t)
+	if err != nil {
+		return err
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return toolError(ctx, t, err, stderr)

@@ -171,6 +171,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Sink: a.opts.Client, Source: corev1.EventSource{Component: "nodemend-agent", Host: a.opts.NodeName},
 		Clock: a.opts.Clock, Log: log.WithName("events"),
 	})
+	a.errOnce.untrusted = a.toolRefused
 
 	var server *metrics.Server
 	if a.opts.MetricsAddr != "" {

@@ -200,17 +200,62 @@ func TestJournalLinesRaiseRuntimeEvents(t *testing.T) {
 	root := hostroot.New(t).WithProc()
 	r := startAgent(t, root, fileJournal)
 	r.waitNode("ContainerRuntimeReady True", is(health.ContainerRuntimeReady, corev1.ConditionTrue, health.HealthyContainerRuntimeIsReady))
+	// systemd (PID 1) about the kubelet's unit.
 	root.AppendJournal(map[string]string{
 		"MESSAGE": "kubelet.service: Failed with result 'exit-code'.", "UNIT": "kubelet.service", "_SYSTEMD_UNIT": "init.scope",
+		"_PID": "1", "_UID": "0", "_COMM": "systemd", "_TRANSPORT": "journal", "SYSLOG_IDENTIFIER": "systemd",
 		"__REALTIME_TIMESTAMP": fmt.Sprint(time.Now().UnixMicro()),
 	})
 	r.waitEvent(health.ReasonKubeletFailed)
 	// ForkFailedOutOfPIDs from the kubelet's own journal is Fatal.
 	root.AppendJournal(map[string]string{
 		"MESSAGE":       `E1202 10:00:00.000000 1234 kubelet.go:1234] "Failed to start" err="fork/exec /usr/bin/mount: resource temporarily unavailable"`,
-		"_SYSTEMD_UNIT": "kubelet.service", "__REALTIME_TIMESTAMP": fmt.Sprint(time.Now().UnixMicro()),
+		"_SYSTEMD_UNIT": "kubelet.service", "_PID": "1234", "_UID": "0", "_COMM": "kubelet", "_TRANSPORT": "stdout",
+		"SYSLOG_IDENTIFIER": "kubelet", "__REALTIME_TIMESTAMP": fmt.Sprint(time.Now().UnixMicro()),
 	})
 	r.waitNode("KernelReady False from the journal", is(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
+}
+
+// TestForgedLinesMoveNoCondition: lines in the words of Fatal rules that
+// writers other than the rules' can produce — a user-space write to
+// /dev/kmsg (as kmsg, and as the journal's record of it), an SSH user's
+// `logger -t kubelet`, a pod's `logger --journald` naming kubelet.service
+// in UNIT and systemd in SYSLOG_IDENTIFIER — change no condition and are
+// counted as rejected; the kernel's own line then turns KernelReady False.
+func TestForgedLinesMoveNoCondition(t *testing.T) {
+	root := hostroot.New(t).WithProc()
+	r := startAgent(t, root, fileJournal)
+	r.waitNode("KernelReady True", is(health.KernelReady, corev1.ConditionTrue, health.HealthyKernelIsReady))
+	now := func() string { return fmt.Sprint(time.Now().UnixMicro()) }
+	pids := "cgroup: fork rejected by pids controller in /system.slice/kubelet.service"
+	// echo MSG > /dev/kmsg: the kernel records it as LOG_USER (12 = 1<<3|4).
+	root.AppendKmsg(hostroot.KmsgRecord(12, 10, 10000, pids))
+	root.AppendJournal(
+		map[string]string{"MESSAGE": pids, "_TRANSPORT": "kernel", "SYSLOG_FACILITY": "1", "SYSLOG_IDENTIFIER": "kernel",
+			"PRIORITY": "4", "__REALTIME_TIMESTAMP": now()},
+		map[string]string{"MESSAGE": `E1202 10:00:00.000000 1234 kubelet.go:1234] "Failed" err="fork/exec /usr/bin/mount: resource temporarily unavailable"`,
+			"_TRANSPORT": "syslog", "SYSLOG_IDENTIFIER": "kubelet", "SYSLOG_FACILITY": "1", "_PID": "4242", "_UID": "1000",
+			"_COMM": "logger", "_SYSTEMD_UNIT": "session-3.scope", "__REALTIME_TIMESTAMP": now()},
+		map[string]string{"MESSAGE": "kubelet.service: Failed to fork: Resource temporarily unavailable",
+			"_TRANSPORT": "journal", "SYSLOG_IDENTIFIER": "systemd", "UNIT": "kubelet.service", "_PID": "90210", "_UID": "65534",
+			"_COMM": "logger", "_SYSTEMD_CGROUP": "/kubepods/besteffort/pod0d3c2e5a/6f1d2c", "__REALTIME_TIMESTAMP": now()},
+	)
+	// Three match a Fatal rule's text and are rejected (the journal's
+	// record of the kmsg write meets no rule: kernel rules read kmsg); the
+	// journal reader reads in order, so the first entry is behind us too.
+	for deadline := time.Now().Add(15 * time.Second); counter(t, r.metrics, "nodemend_agent_log_lines_rejected_total") < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v forged lines counted as rejected, want 3", counter(t, r.metrics, "nodemend_agent_log_lines_rejected_total"))
+		}
+	}
+	if n := r.waitNode("", func(*corev1.Node) bool { return true }); condition(n, health.KernelReady).Status != corev1.ConditionTrue {
+		t.Fatalf("a forged line changed KernelReady: %+v", condition(n, health.KernelReady))
+	}
+	if c := counter(t, r.metrics, "nodemend_agent_detections_total"); c != 0 {
+		t.Fatalf("%v detections from forged lines", c)
+	}
+	root.AppendKmsg(kmsgRec(11, pids))
+	r.waitNode("KernelReady False from the kernel's own line", is(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
 }
 
 // TestBadInputKeepsAgentRunning feeds records that must not break the
@@ -328,4 +373,17 @@ func TestNoConfigFileRunsDefaults(t *testing.T) {
 	r.waitNode("default monitors publish", func(n *corev1.Node) bool {
 		return condition(n, health.KernelReady) != nil && condition(n, health.ContainerRuntimeReady) != nil
 	})
+}
+
+// TestUntrustedHostToolIsAnEvent: a host tool the agent will not run as
+// root (here journalctl configured in world-writable /var/tmp, of this
+// machine: the agent's own filesystem) is an UntrustedHostTool Warning on
+// the Node naming what is wrong, and nothing runs.
+func TestUntrustedHostToolIsAnEvent(t *testing.T) {
+	root := hostroot.New(t).WithProc()
+	r := startAgent(t, root, "sources:\n  journal:\n    mode: journalctl\n    command: /var/tmp/nodemend-test-journalctl\n")
+	ev := r.waitEvent(ReasonUntrustedHostTool)
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "/var/tmp") || !strings.Contains(ev.Message, "writable by group or others") {
+		t.Fatalf("event %+v", ev)
+	}
 }

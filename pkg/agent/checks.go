@@ -2,14 +2,18 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 
+	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
+	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
 
@@ -46,6 +50,9 @@ type reportOnce struct {
 	active  map[string]bool
 	log     logr.Logger
 	metrics *metrics.Agent
+	// untrusted, when set, is also told a problem that is a host tool
+	// refused (childproc.ErrUntrusted): operators must see it on the Node.
+	untrusted func(err error)
 }
 
 func (r *reportOnce) report(key string, err error) {
@@ -59,6 +66,9 @@ func (r *reportOnce) report(key string, err error) {
 	}
 	r.active[key] = true
 	r.log.Error(err, "agent problem (reported once until it clears)", "what", key)
+	if r.untrusted != nil && errors.Is(err, childproc.ErrUntrusted) {
+		r.untrusted(err)
+	}
 }
 
 func (r *reportOnce) clear(key string) {
@@ -68,4 +78,20 @@ func (r *reportOnce) clear(key string) {
 		delete(r.active, key)
 		r.log.Info("agent problem cleared", "what", key)
 	}
+}
+
+// ReasonUntrustedHostTool is the reason of the Warning Event on the Node
+// when the agent refuses to run a host tool (childproc.CheckTrust): the tool,
+// its interpreter, loader, a library or a directory on the way to one of
+// them could be written by someone other than root, who would then run code
+// as root through the agent. The message names the file and why.
+const ReasonUntrustedHostTool = "UntrustedHostTool"
+
+// toolRefused records a refused host tool on the Node.
+func (a *Agent) toolRefused(err error) {
+	if a.exporter == nil {
+		return
+	}
+	a.recorder.Event(a.exporter.NodeRef(), corev1.EventTypeWarning, ReasonUntrustedHostTool,
+		health.BoundMessage("nodemend-agent does not run it as root: "+err.Error()))
 }

@@ -7,6 +7,8 @@ import (
 )
 
 // handleLine runs one log line through the rules and reports what matched.
+// A line that matches a rule's text but whose writer the rule does not
+// believe (logline.Provenance) is no fault: it is only counted.
 func (a *Agent) handleLine(line logline.Line) {
 	a.metrics.LineRead(string(line.Source))
 	a.mu.Lock()
@@ -15,7 +17,7 @@ func (a *Agent) handleLine(line logline.Line) {
 	if p == nil {
 		return
 	}
-	p.matcher.Match(line, func(m logline.Match) {
+	p.matcher.MatchOrReject(line, func(m logline.Match) {
 		mon := p.byReason[m.Reason]
 		if mon == nil {
 			return
@@ -29,7 +31,7 @@ func (a *Agent) handleLine(line logline.Line) {
 			}
 			a.report(p, f)
 		}
-	})
+	}, func(reason string) { a.metrics.LineRejected(string(line.Source), reason) })
 }
 
 // report publishes a log- or stream-derived finding under p's config.

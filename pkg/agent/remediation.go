@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
 )
 
@@ -51,6 +54,10 @@ func (a *Agent) startRemediation(ctx context.Context, wg *sync.WaitGroup) {
 	if o.ResetAccelerators {
 		if r, why := remediate.SelectResetter(a.opts.Commands, a.opts.HostCommands); r == nil {
 			opts.ResetOff = why
+			if strings.Contains(why, childproc.ErrUntrusted.Error()) {
+				// The refusal is in every refused order's status too.
+				a.toolRefused(errors.New(why))
+			}
 		} else {
 			opts.Resetter = r
 			opts.ResetCandidates = a.exporter.ResetCandidates

@@ -47,6 +47,9 @@ func TestRebootOrderAndTheNextBootsAgent(t *testing.T) {
 	root.AppendKmsg()
 	root.AppendJournal()
 	root.WriteFile("etc/nodemend/agent.yaml", fileJournal)
+	// The hook is a script in the test's temporary directory, under /tmp
+	// (others may write there): the program run is /bin/sh, the script its
+	// argument, as an operator's command would be.
 	hook := root.Path("reboot-hook.sh")
 	script := "#!/bin/sh\necho boot-2 > " + root.Path(remediate.BootIDPath) + "\n: > " + root.Path("dev/kmsg") + "\necho x >> " + root.Path("reboots") + "\n"
 	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
@@ -57,7 +60,7 @@ func TestRebootOrderAndTheNextBootsAgent(t *testing.T) {
 		a, err := New(Options{
 			Client: core, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
 			ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
-			Remediation: RemediationOptions{Config: env.Config, Reboot: remediate.RebootConfig{Mechanism: remediate.MechanismCommand, Command: []string{hook}}},
+			Remediation: RemediationOptions{Config: env.Config, Reboot: remediate.RebootConfig{Mechanism: remediate.MechanismCommand, Command: []string{"/bin/sh", hook}}},
 		})
 		if err != nil {
 			t.Fatal(err)

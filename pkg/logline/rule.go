@@ -4,11 +4,13 @@ package logline
 type Rule struct {
 	// Reason is the registry reason a match reports.
 	Reason string
-	// Sources restricts the rule to these sources; empty means any.
+	// Sources restricts the rule to lines these readers produce; empty means
+	// any.
 	Sources []Source
-	// Units restricts journal/file lines to these units (exact match, e.g.
-	// "kubelet.service"); empty means any. Ignored for kmsg.
-	Units []string
+	// Accept is who may have written a line the rule reports: a line whose
+	// writer is none of these is no evidence and is dropped (counted, never
+	// a finding). Required: every rule says whom it believes.
+	Accept []Provenance
 	// Contains are literals that must all occur in the line. At least one is
 	// required: it is the prefilter that keeps non-matching lines cheap.
 	Contains []string

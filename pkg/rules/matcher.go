@@ -48,6 +48,14 @@ func Compile(rs []logline.Rule) (*Matcher, error) {
 				bad("unknown source %q (want %q, %q or %q)", src, logline.Kmsg, logline.Journal, logline.File)
 			}
 		}
+		if len(r.Accept) == 0 {
+			bad("Accept is required: the provenance of the lines the rule believes (kernel, systemd, unit:NAME, root, file, file:PATH)")
+		}
+		for _, p := range r.Accept {
+			if err := p.Validate(); err != nil {
+				bad("%v", err)
+			}
+		}
 		lits := slices.DeleteFunc(slices.Clone(r.Contains), func(s string) bool { return s == "" })
 		if len(lits) == 0 {
 			bad("at least one non-empty Contains literal is required as a prefilter")
@@ -94,7 +102,13 @@ func Compile(rs []logline.Rule) (*Matcher, error) {
 }
 
 // Match calls fn for every rule that matches line, in rule order.
-func (m *Matcher) Match(line logline.Line, fn func(logline.Match)) {
+func (m *Matcher) Match(line logline.Line, fn func(logline.Match)) { m.MatchOrReject(line, fn, nil) }
+
+// MatchOrReject is Match, and calls rejected (when not nil) with the reason
+// of every rule whose text the line matches but whose Accept does not
+// believe the line's writer: a forged line, or a daemon logging under
+// another's name. Such a line is never passed to fn.
+func (m *Matcher) MatchOrReject(line logline.Line, fn func(logline.Match), rejected func(reason string)) {
 	// One bit per rule whose anchor occurs in the line.
 	var small [4]uint64
 	hits := small[:]
@@ -106,17 +120,20 @@ func (m *Matcher) Match(line logline.Line, fn func(logline.Match)) {
 	}
 	for w, word := range hits {
 		for ; word != 0; word &= word - 1 {
-			m.rules[w*64+bits.TrailingZeros64(word)].match(line, fn)
+			m.rules[w*64+bits.TrailingZeros64(word)].match(&line, fn, rejected)
 		}
 	}
 }
 
-// match calls fn if r matches line, given that r's anchor occurs in it.
-func (r *compiled) match(line logline.Line, fn func(logline.Match)) {
-	if !r.selects(line) || !containsAll(line.Text, r.rest) || containsAny(line.Text, r.Exclude) {
+// match calls fn if r matches line, given that r's anchor occurs in it, or
+// rejected if its text matches but r does not believe its writer. The
+// provenance is judged last: only a line whose text matches is counted as
+// rejected.
+func (r *compiled) match(line *logline.Line, fn func(logline.Match), rejected func(string)) {
+	if !r.reads(line.Source) || !containsAll(line.Text, r.rest) || containsAny(line.Text, r.Exclude) {
 		return
 	}
-	match := logline.Match{Reason: r.Reason, Line: line}
+	var groups map[string]string
 	switch {
 	case r.re == nil:
 	case !r.named:
@@ -128,20 +145,28 @@ func (r *compiled) match(line logline.Line, fn func(logline.Match)) {
 		if sub == nil {
 			return
 		}
-		match.Groups = groups(r.re, sub)
+		groups = groupsOf(r.re, sub)
 	}
-	match.Message = r.message(line.Text, match.Groups)
-	fn(match)
+	if !r.believes(line) {
+		if rejected != nil {
+			rejected(r.Reason)
+		}
+		return
+	}
+	fn(logline.Match{Reason: r.Reason, Line: *line, Groups: groups, Message: r.message(line.Text, groups)})
 }
 
-func (r *compiled) selects(line logline.Line) bool {
-	if len(r.Sources) > 0 && !slices.Contains(r.Sources, line.Source) {
-		return false
+func (r *compiled) reads(src logline.Source) bool {
+	return len(r.Sources) == 0 || slices.Contains(r.Sources, src)
+}
+
+func (r *compiled) believes(line *logline.Line) bool {
+	for _, p := range r.Accept {
+		if p.Accepts(line) {
+			return true
+		}
 	}
-	if len(r.Units) > 0 && line.Source != logline.Kmsg && !slices.Contains(r.Units, line.Unit) {
-		return false
-	}
-	return true
+	return false
 }
 
 func (r *compiled) message(text string, groups map[string]string) string {
@@ -172,7 +197,7 @@ func expand(tmpl string, value func(name string) string) string {
 	}
 }
 
-func groups(re *regexp.Regexp, sub []string) map[string]string {
+func groupsOf(re *regexp.Regexp, sub []string) map[string]string {
 	var g map[string]string
 	for i, name := range re.SubexpNames() {
 		if name == "" || i >= len(sub) {

@@ -19,25 +19,58 @@ type got struct {
 }
 
 func matchAll(m *Matcher, line logline.Line) []got {
+	g, _ := matchAndReject(m, line)
+	return g
+}
+
+// matchAndReject returns the matches and the reasons of the rules that
+// matched the text but refused the writer.
+func matchAndReject(m *Matcher, line logline.Line) ([]got, []string) {
 	var out []got
-	m.Match(line, func(mt logline.Match) {
+	var rejected []string
+	m.MatchOrReject(line, func(mt logline.Match) {
 		if mt.Line != line {
 			panic(fmt.Sprintf("match carries line %+v, want %+v", mt.Line, line))
 		}
 		out = append(out, got{mt.Reason, mt.Message, mt.Groups})
-	})
-	return out
+	}, func(reason string) { rejected = append(rejected, reason) })
+	return out, rejected
+}
+
+// everyone believes every writer a source can prove: rules of the tests
+// that are not about provenance.
+var everyone = []logline.Provenance{logline.ByKernel, logline.BySystemd, logline.ByRoot, logline.ByAnyFile}
+
+// believes is the reference for logline.Provenance.Accepts, written from
+// its documentation.
+func believes(r logline.Rule, l logline.Line) bool {
+	for _, p := range r.Accept {
+		s := string(p)
+		switch {
+		case s == "kernel" && l.Origin.Kernel,
+			s == "systemd" && l.Source == logline.Journal && l.Origin.Manager,
+			s == "root" && l.Source == logline.Journal && l.Origin.Root,
+			s == "file" && l.Source == logline.File,
+			strings.HasPrefix(s, "unit:") && l.Source == logline.Journal && l.Unit == s[5:],
+			strings.HasPrefix(s, "file:") && l.Source == logline.File && l.Unit == s[5:]:
+			return true
+		}
+	}
+	return false
 }
 
 // reference is the obvious implementation of the rule semantics, without the
 // prefilter automaton: the matcher must agree with it on every line.
 func reference(rs []logline.Rule, line logline.Line) []got {
+	g, _ := referenceAndRejects(rs, line)
+	return g
+}
+
+func referenceAndRejects(rs []logline.Rule, line logline.Line) ([]got, []string) {
 	var out []got
+	var rejected []string
 	for _, r := range rs {
 		if len(r.Sources) > 0 && !slices.Contains(r.Sources, line.Source) {
-			continue
-		}
-		if len(r.Units) > 0 && line.Source != logline.Kmsg && !slices.Contains(r.Units, line.Unit) {
 			continue
 		}
 		if !slices.ContainsFunc(r.Contains, func(l string) bool { return l != "" }) ||
@@ -66,9 +99,13 @@ func reference(rs []logline.Rule, line logline.Line) []got {
 				return g.Groups[ref[2:len(ref)-1]]
 			})
 		}
+		if !believes(r, line) {
+			rejected = append(rejected, r.Reason)
+			continue
+		}
 		out = append(out, g)
 	}
-	return out
+	return out, rejected
 }
 
 func TestCompileRejects(t *testing.T) {
@@ -85,10 +122,18 @@ func TestCompileRejects(t *testing.T) {
 		{"message without group", logline.Rule{Reason: "R", Contains: []string{"x"}, Pattern: `(?P<a>x)`, Message: "${a} ${b}"}, []string{"rule 0 (R): Message refers to ${b}, which Pattern does not define"}},
 		{"message without pattern", logline.Rule{Reason: "R", Contains: []string{"x"}, Message: "${a}"}, []string{"Message refers to ${a}"}},
 		{"exclude vetoes contains", logline.Rule{Reason: "R", Contains: []string{"table full"}, Exclude: []string{"full"}}, []string{`Exclude "full" occurs in Contains "table full": the rule can never match`}},
-		{"all at once", logline.Rule{Pattern: `(`, Sources: []logline.Source{"x"}}, []string{"reason is required", "unknown source", "at least one non-empty Contains", "invalid Pattern"}},
+		{"all at once", logline.Rule{Pattern: `(`, Sources: []logline.Source{"x"}}, []string{"reason is required", "unknown source", "at least one non-empty Contains", "invalid Pattern", "Accept is required"}},
+		{"no provenance", logline.Rule{Reason: "R", Contains: []string{"x"}, Accept: []logline.Provenance{}}, []string{"rule 0 (R): Accept is required"}},
+		{"unknown provenance", logline.Rule{Reason: "R", Contains: []string{"x"}, Accept: []logline.Provenance{"kubelet"}}, []string{`rule 0 (R): unknown provenance "kubelet"`}},
+		{"unit without a type", logline.Rule{Reason: "R", Contains: []string{"x"}, Accept: logline.ByUnits("kubelet")}, []string{"a unit name ends in its type"}},
+		{"bad unit name", logline.Rule{Reason: "R", Contains: []string{"x"}, Accept: logline.ByUnits("kube let.service")}, []string{"is not allowed in a unit name"}},
+		{"relative file", logline.Rule{Reason: "R", Contains: []string{"x"}, Accept: []logline.Provenance{logline.ByFile("var/log/x")}}, []string{"absolute, clean path"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ok := logline.Rule{Reason: "OK", Contains: []string{"fine"}}
+			if tc.rule.Accept == nil && tc.name != "all at once" {
+				tc.rule.Accept = everyone
+			}
+			ok := logline.Rule{Reason: "OK", Contains: []string{"fine"}, Accept: everyone}
 			m, err := Compile([]logline.Rule{tc.rule, ok})
 			if err == nil {
 				t.Fatalf("Compile accepted %+v", tc.rule)
@@ -110,9 +155,9 @@ func TestCompileRejects(t *testing.T) {
 
 func TestCompileReportsRuleIndex(t *testing.T) {
 	_, err := Compile([]logline.Rule{
-		{Reason: "A", Contains: []string{"a"}},
-		{Reason: "B", Contains: []string{"b"}, Pattern: `[`},
-		{Reason: "C"},
+		{Reason: "A", Contains: []string{"a"}, Accept: everyone},
+		{Reason: "B", Contains: []string{"b"}, Pattern: `[`, Accept: everyone},
+		{Reason: "C", Accept: everyone},
 	})
 	if err == nil || !strings.Contains(err.Error(), "rule 1 (B): invalid Pattern") || !strings.Contains(err.Error(), "rule 2 (C): at least one") {
 		t.Errorf("error %v does not name rules 1 and 2", err)
@@ -120,8 +165,12 @@ func TestCompileReportsRuleIndex(t *testing.T) {
 }
 
 func TestMatch(t *testing.T) {
-	kmsgL := func(s string) logline.Line { return logline.Line{Source: logline.Kmsg, Text: s} }
-	jour := func(unit, s string) logline.Line { return logline.Line{Source: logline.Journal, Unit: unit, Text: s} }
+	kmsgL := func(s string) logline.Line {
+		return logline.Line{Source: logline.Kmsg, Origin: logline.Origin{Kernel: true}, Text: s}
+	}
+	jour := func(unit, s string) logline.Line {
+		return logline.Line{Source: logline.Journal, Unit: unit, Origin: logline.Origin{Root: true}, Text: s}
+	}
 	file := func(path, s string) logline.Line { return logline.Line{Source: logline.File, Unit: path, Text: s} }
 	for _, tc := range []struct {
 		name  string
@@ -170,25 +219,30 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name:  "unit selected",
-			rules: []logline.Rule{{Reason: "R", Units: []string{"kubelet.service"}, Contains: []string{"PLEG is not healthy"}}},
+			rules: []logline.Rule{{Reason: "R", Accept: logline.ByUnits("kubelet.service"), Contains: []string{"PLEG is not healthy"}}},
 			line:  jour("containerd.service", "PLEG is not healthy"),
 		},
 		{
 			name:  "unit matches",
-			rules: []logline.Rule{{Reason: "R", Units: []string{"crio.service", "kubelet.service"}, Contains: []string{"PLEG is not healthy"}}},
+			rules: []logline.Rule{{Reason: "R", Accept: logline.ByUnits("crio.service", "kubelet.service"), Contains: []string{"PLEG is not healthy"}}},
 			line:  jour("kubelet.service", "PLEG is not healthy"),
 			want:  []got{{Reason: "R", Message: "PLEG is not healthy"}},
 		},
 		{
-			name:  "units ignored for kmsg",
-			rules: []logline.Rule{{Reason: "R", Units: []string{"kubelet.service"}, Contains: []string{"hung"}}},
+			name:  "a unit does not vouch for the kernel",
+			rules: []logline.Rule{{Reason: "R", Accept: logline.ByUnits("kubelet.service"), Contains: []string{"hung"}}},
 			line:  kmsgL("hung"),
-			want:  []got{{Reason: "R", Message: "hung"}},
 		},
 		{
-			name:  "units apply to file paths",
-			rules: []logline.Rule{{Reason: "R", Units: []string{"/var/log/syslog"}, Contains: []string{"hung"}}},
+			name:  "file paths",
+			rules: []logline.Rule{{Reason: "R", Accept: []logline.Provenance{logline.ByFile("/var/log/syslog")}, Contains: []string{"hung"}}},
 			line:  file("/var/log/messages", "hung"),
+		},
+		{
+			name:  "file path matches",
+			rules: []logline.Rule{{Reason: "R", Accept: []logline.Provenance{logline.ByFile("/var/log/messages")}, Contains: []string{"hung"}}},
+			line:  file("/var/log/messages", "hung"),
+			want:  []got{{Reason: "R", Message: "hung"}},
 		},
 		{
 			name:  "exclude vetoes",
@@ -257,6 +311,11 @@ func TestMatch(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			for i := range tc.rules {
+				if tc.rules[i].Accept == nil {
+					tc.rules[i].Accept = everyone
+				}
+			}
 			m, err := Compile(tc.rules)
 			if err != nil {
 				t.Fatal(err)
@@ -276,14 +335,14 @@ func TestManyRulesKeepOrder(t *testing.T) {
 	// More rules than the on-stack bitset holds.
 	var rs []logline.Rule
 	for i := range 300 {
-		rs = append(rs, logline.Rule{Reason: fmt.Sprint("R", i), Contains: []string{fmt.Sprintf("<lit-%03d>", i)}})
+		rs = append(rs, logline.Rule{Reason: fmt.Sprint("R", i), Contains: []string{fmt.Sprintf("<lit-%03d>", i)}, Accept: everyone})
 	}
-	rs = append(rs, logline.Rule{Reason: "Last", Contains: []string{"lit-"}})
+	rs = append(rs, logline.Rule{Reason: "Last", Contains: []string{"lit-"}, Accept: everyone})
 	m, err := Compile(rs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := logline.Line{Source: logline.Kmsg, Text: "x <lit-299> <lit-007> <lit-064> <lit-063> <lit-256>"}
+	line := logline.Line{Source: logline.Kmsg, Origin: logline.Origin{Kernel: true}, Text: "x <lit-299> <lit-007> <lit-064> <lit-063> <lit-256>"}
 	var reasons []string
 	m.Match(line, func(mt logline.Match) { reasons = append(reasons, mt.Reason) })
 	if want := []string{"R7", "R63", "R64", "R256", "R299", "Last"}; !slices.Equal(reasons, want) {

@@ -24,6 +24,7 @@ type Agent struct {
 	checkErrors      *prometheus.CounterVec
 	configReloads    *prometheus.CounterVec
 	linesRead        *prometheus.CounterVec
+	linesRejected    *prometheus.CounterVec
 }
 
 // NewAgent creates and registers the agent metrics.
@@ -63,9 +64,13 @@ func NewAgent() *Agent {
 		linesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodemend_agent_log_lines_total", Help: "Log lines read, by source.",
 		}, []string{"source"}),
+		linesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodemend_agent_log_lines_rejected_total",
+			Help: "Log lines whose text matched a rule of the reason but whose writer the rule does not accept (a forgery, or a daemon logging under another's name): dropped, no finding. For debugging.",
+		}, []string{"source", "reason"}),
 	}
 	m.Registry.MustRegister(m.detections, m.conditionStatus, m.detectionToWrite, m.statusWrites, m.schedulerLag,
-		m.schedulerSkips, m.sourceErrors, m.checkErrors, m.configReloads, m.linesRead,
+		m.schedulerSkips, m.sourceErrors, m.checkErrors, m.configReloads, m.linesRead, m.linesRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -142,6 +147,14 @@ func (m *Agent) ConfigReload(applied bool) {
 func (m *Agent) LineRead(source string) {
 	if m != nil {
 		m.linesRead.WithLabelValues(source).Inc()
+	}
+}
+
+// LineRejected counts a line that matched a rule of reason in text but
+// came from a writer the rule does not believe.
+func (m *Agent) LineRejected(source, reason string) {
+	if m != nil {
+		m.linesRejected.WithLabelValues(source, reason).Inc()
 	}
 }
 

@@ -33,33 +33,27 @@ type Exec struct {
 	// on and outputs are not localized.
 	Env []string
 	// Root, when set, runs the tools of another root filesystem: the
-	// host's, mounted into the agent's container. LookPath then searches
-	// the standard PATH directories under Root (resolving symbolic links as
-	// inside Root), and Run starts the tool chrooted into Root, so that it
-	// loads its own libraries. A tool that a user other than root could
-	// have written is refused (ErrUntrusted; childproc.LookPathInRoot).
+	// host's, mounted into the agent's container; Run starts the tool
+	// chrooted into Root, so that it loads its own libraries. Unset, the
+	// tools are the agent's own filesystem's ("/"). Either way LookPath
+	// searches the standard PATH directories (childproc.ToolDirs) under the
+	// root, resolving symbolic links as inside it, and a tool that a user
+	// other than root could have written — or its interpreter, loader,
+	// libraries, or a directory on the way to one of them — is refused
+	// (ErrUntrusted; childproc.LookPathInRoot): the agent runs it as root.
 	Root string
 }
 
 // LookPath implements Runner.
-func (e Exec) LookPath(name string) (string, error) {
-	if e.Root != "" {
-		return childproc.LookPathInRoot(e.Root, name)
-	}
-	return exec.LookPath(name)
-}
+func (e Exec) LookPath(name string) (string, error) { return childproc.LookPathInRoot(e.Root, name) }
 
 const stderrKeep = 1024
 
 // Run implements Runner.
 func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Writer) error {
-	path := name
-	if e.Root != "" {
-		p, err := childproc.LookPathInRoot(e.Root, name)
-		if err != nil {
-			return err
-		}
-		path = p
+	path, err := childproc.LookPathInRoot(e.Root, name)
+	if err != nil {
+		return err
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	if e.Root != "" {
@@ -79,7 +73,7 @@ func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Wri
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 2 * time.Second
 	childproc.DieWithParent(cmd)
-	err := cmd.Run()
+	err = cmd.Run()
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", name, ctx.Err())
 	}
@@ -93,8 +87,8 @@ func (e Exec) Run(ctx context.Context, name string, args []string, stdout io.Wri
 }
 
 // Errors of LookPath: ErrNotInstalled for a tool that is not there (for
-// Script, every unscripted tool), ErrUntrusted for a tool of another root
-// that a user other than root could have written (Exec.Root).
+// Script, every unscripted tool), ErrUntrusted for a tool that a user other
+// than root could have written, or what it runs or loads (Exec).
 var (
 	ErrNotInstalled = childproc.ErrNotFound
 	ErrUntrusted    = childproc.ErrUntrusted

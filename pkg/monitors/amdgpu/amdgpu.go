@@ -183,21 +183,22 @@ func ParseErrCount(data []byte) (RASCount, bool) {
 // subject.
 func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
+	kernel := []logline.Provenance{logline.ByKernel}
 	const dev = `(?:amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): )?`
 	return []logline.Rule{
-		{Reason: health.ReasonAMDGPUHardwareError, Sources: kmsg, Contains: []string{" uncorrectable hardware errors detected in "},
+		{Reason: health.ReasonAMDGPUHardwareError, Sources: kmsg, Accept: kernel, Contains: []string{" uncorrectable hardware errors detected in "},
 			Pattern: dev + `.*?(?P<n>\d+) uncorrectable hardware errors detected in (?P<block>\S+) block`,
 			Message: "${n} uncorrectable hardware errors in the ${block} block"},
-		{Reason: health.ReasonAMDGPUHardwareError, Sources: kmsg, Contains: []string{"uncorrectable hardware error(", ") detected!"},
+		{Reason: health.ReasonAMDGPUHardwareError, Sources: kmsg, Accept: kernel, Contains: []string{"uncorrectable hardware error(", ") detected!"},
 			Pattern: dev + `.*uncorrectable hardware error\((?P<event>[A-Z_]+)\) detected!`,
 			Message: "fatal RAS interrupt ${event}"},
-		{Reason: health.ReasonAMDGPUResetFailed, Sources: kmsg, Contains: []string{"GPU reset(", ") failed"},
+		{Reason: health.ReasonAMDGPUResetFailed, Sources: kmsg, Accept: kernel, Contains: []string{"GPU reset(", ") failed"},
 			Pattern: dev + `.*GPU reset\((?P<n>\d+)\) failed`, Message: "GPU reset ${n} failed"},
-		{Reason: health.ReasonAMDGPUResetFailed, Sources: kmsg, Contains: []string{"GPU Recovery Failed"},
+		{Reason: health.ReasonAMDGPUResetFailed, Sources: kmsg, Accept: kernel, Contains: []string{"GPU Recovery Failed"},
 			Pattern: dev + `.*GPU Recovery Failed`, Message: "GPU recovery failed"},
-		{Reason: health.ReasonAMDGPUReset, Sources: kmsg, Contains: []string{"GPU reset begin!"},
+		{Reason: health.ReasonAMDGPUReset, Sources: kmsg, Accept: kernel, Contains: []string{"GPU reset begin!"},
 			Pattern: dev + `.*GPU reset begin!`, Message: "GPU reset begun after a hang or error"},
-		{Reason: health.ReasonAMDGPURingTimeout, Sources: kmsg, Contains: []string{"ring ", " timeout, signaled seq="},
+		{Reason: health.ReasonAMDGPURingTimeout, Sources: kmsg, Accept: kernel, Contains: []string{"ring ", " timeout, signaled seq="},
 			Pattern: dev + `.*ring (?P<ring>\S+) timeout, signaled seq=(?P<sig>\d+), emitted seq=(?P<emit>\d+)`,
 			Message: "job on ring ${ring} timed out (signaled seq ${sig}, emitted ${emit})"},
 	}

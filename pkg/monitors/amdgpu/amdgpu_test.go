@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
@@ -69,7 +70,9 @@ func TestRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var got []monitor.Finding
-		matcher.Match(logline.Line{Source: logline.Kmsg, Text: tc.line, Time: t0}, func(mt logline.Match) { got = append(got, m.Interpret(mt)...) })
+		line := monitortest.Kernel(tc.line, t0)
+		matcher.Match(line, func(mt logline.Match) { got = append(got, m.Interpret(mt)...) })
+		monitortest.NoForgeryMatches(t, Rules(), []logline.Line{line})
 		if tc.reason == "" {
 			if got != nil {
 				t.Errorf("%q: want nothing, got %+v", tc.line, got)

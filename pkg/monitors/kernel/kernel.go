@@ -7,6 +7,7 @@ package kernel
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"nodemend.dev/nodemend/internal/cloudmeta"
@@ -101,8 +102,8 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 		return m.cron.started(match, m.env.Threshold(health.ReasonRapidCron))
 	}
 	msg := match.Message
-	if match.Line.Source != logline.Kmsg && match.Line.Unit != "" {
-		msg = match.Line.Unit + ": " + msg
+	if u := match.Line.Unit; match.Line.Source != logline.Kmsg && u != "" && !strings.HasPrefix(msg, u+": ") {
+		msg = u + ": " + msg
 	}
 	return []monitor.Finding{{
 		Reason:   match.Reason,

@@ -8,20 +8,24 @@ import (
 var (
 	kmsgOnly    = []logline.Source{logline.Kmsg}
 	journalOnly = []logline.Source{logline.Journal}
+	// byKernel: the kernel's own records; a user-space write to /dev/kmsg
+	// never passes for one.
+	byKernel = []logline.Provenance{logline.ByKernel}
 )
 
-// hostDaemonUnits are the journal units whose failure to fork is a node
-// problem: the kubelet, the container runtimes, and systemd itself (PID 1 logs
-// as init.scope; "systemd" is its SYSLOG_IDENTIFIER). A workload's own fork
-// failures are its problem and are not matched.
-var hostDaemonUnits = []string{
+// hostDaemons are the writers whose failure to fork is a node problem: the
+// processes of the kubelet's and the container runtimes' units, and systemd
+// itself (PID 1, in init.scope; its messages about one of these units are
+// that unit's), by their trusted _SYSTEMD_UNIT. A workload's own fork
+// failures are its problem and are not matched, and no process can claim
+// one of these units by its SYSLOG_IDENTIFIER or UNIT (logger -t kubelet).
+var hostDaemons = logline.ByUnits(
 	"kubelet.service",
 	"containerd.service",
 	"crio.service",
 	"docker.service",
 	"init.scope",
-	"systemd",
-}
+)
 
 // Rules returns the kernel monitor's log rules. Message formats are those of
 // the kernel source files named in each comment (as of Linux 4.14 through 6.x)
@@ -37,6 +41,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonForkFailedOutOfPIDs,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"fork rejected by pids controller in "},
 			Pattern:  `fork rejected by pids controller in (?P<cgroup>/\S*)`,
 			Exclude:  []string{"controller in /kubepods"},
@@ -47,7 +52,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonForkFailedOutOfPIDs,
 			Sources:  journalOnly,
-			Units:    hostDaemonUnits,
+			Accept:   hostDaemons,
 			Contains: []string{"fork/exec ", ": resource temporarily unavailable"},
 			Pattern:  `fork/exec (?P<path>[^:"\s]+): resource temporarily unavailable`,
 			Message:  "cannot fork: fork/exec ${path}: resource temporarily unavailable",
@@ -57,7 +62,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonForkFailedOutOfPIDs,
 			Sources:  journalOnly,
-			Units:    hostDaemonUnits,
+			Accept:   hostDaemons,
 			Contains: []string{"runtime: failed to create new OS thread"},
 			Pattern:  `runtime: failed to create new OS thread \(have (?P<have>\d+) already; errno=11\)`,
 			Message:  "cannot create threads: runtime: failed to create new OS thread (have ${have} already; errno=11, EAGAIN)",
@@ -67,7 +72,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonForkFailedOutOfPIDs,
 			Sources:  journalOnly,
-			Units:    hostDaemonUnits,
+			Accept:   hostDaemons,
 			Contains: []string{"pthread_create failed"},
 			Pattern:  `pthread_create failed(?::? \(EAGAIN\)|: [Rr]esource temporarily unavailable)`,
 			Message:  "cannot create threads: pthread_create failed: Resource temporarily unavailable",
@@ -79,7 +84,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonForkFailedOutOfPIDs,
 			Sources:  journalOnly,
-			Units:    hostDaemonUnits,
+			Accept:   hostDaemons,
 			Contains: []string{"Failed to ", ": Resource temporarily unavailable"},
 			Pattern:  `Failed to (?:fork|spawn executor)[^:]*: Resource temporarily unavailable`,
 		},
@@ -91,6 +96,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonSoftLockup,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"BUG: soft lockup - CPU#"},
 			Pattern:  `BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s! \[(?P<comm>.*):(?P<pid>\d+)\]`,
 			Message:  "CPU#${cpu} stuck in kernel mode for ${secs}s (running ${comm}, PID ${pid})",
@@ -102,6 +108,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonAppBlocked,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"INFO: task ", " blocked for more than "},
 			Pattern:  `INFO: task (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+) seconds`,
 			Message:  "task ${comm} (PID ${pid}) blocked in uninterruptible sleep for more than ${secs}s",
@@ -112,6 +119,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonKernelBug,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"kernel BUG at "},
 			Pattern:  `kernel BUG at (?P<where>\S+:\d+)!`,
 			Message:  "kernel BUG at ${where}",
@@ -124,6 +132,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonKernelBug,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"BUG: "},
 			Pattern:  `^BUG: \S`,
 			Exclude:  []string{"BUG: soft lockup"},
@@ -134,6 +143,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonKernelBug,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"Oops: "},
 			Pattern:  `^(?:Internal error: )?Oops: `,
 		},
@@ -143,6 +153,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonKernelBug,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"general protection fault", "[#"},
 			Pattern:  `^general protection fault\b.*\[#\d+\]`,
 		},
@@ -153,6 +164,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonAppCrash,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"]: segfault at "},
 			Pattern:  `^(?P<comm>.+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip `,
 			Message:  "${comm} (PID ${pid}) crashed: segfault at address 0x${addr}",
@@ -163,6 +175,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonAppCrash,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"traps: ", " ip:"},
 			Pattern:  `^traps: (?P<comm>.+)\[(?P<pid>\d+)\] (?P<what>.+?) ip:[0-9a-f]+ sp:`,
 			Message:  "${comm} (PID ${pid}) crashed: ${what}",
@@ -175,6 +188,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonOOMKilling,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"ut of memory: Killed process "},
 			Pattern:  `(?P<kind>Memory cgroup out of memory|Out of memory): Killed process (?P<pid>\d+) \((?P<comm>.+?)\) total-vm:\d+kB, anon-rss:(?P<anon>\d+)kB`,
 			Message:  "${kind}: killed process ${pid} (${comm}), anon-rss ${anon}kB",
@@ -185,6 +199,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonOOMKilling,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"Killed process "},
 			Pattern:  `^Killed process (?P<pid>\d+) \((?P<comm>.+?)\) total-vm:\d+kB, anon-rss:(?P<anon>\d+)kB`,
 			Message:  "OOM killer: killed process ${pid} (${comm}), anon-rss ${anon}kB",
@@ -196,11 +211,15 @@ func Rules() []logline.Rule {
 		//   "(root) CMD (   cd / && run-parts --report /etc/cron.hourly)"
 		//   "(ec2-user) CMD (/opt/bin/collect.sh >/dev/null 2>&1)"
 		// The journal unit is cron.service or crond.service, or the job's
-		// session scope where PAM opens one; the pattern is tight instead.
-		// cronie's CMDOUT and CMDEND lines are not starts.
+		// session scope where PAM opens one; the pattern is tight instead,
+		// and the writer is root: both crons log the start from the forked
+		// daemon before it changes to the job's user (cronie
+		// do_command.c child_process, Debian cron likewise). cronie's CMDOUT
+		// and CMDEND lines are not starts.
 		{
 			Reason:   health.ReasonRapidCron,
 			Sources:  journalOnly,
+			Accept:   []logline.Provenance{logline.ByRoot},
 			Contains: []string{") CMD ("},
 			Pattern:  `^\((?P<user>[^()\s]+)\) CMD \((?P<cmd>.*)\)$`,
 		},
@@ -212,6 +231,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonConntrackExceededKernel,
 			Sources:  kmsgOnly,
+			Accept:   byKernel,
 			Contains: []string{"nf_conntrack: table full, dropping packet"},
 			Message:  "connection tracking table full: the kernel drops packets of new connections (net.netfilter.nf_conntrack_max)",
 		},

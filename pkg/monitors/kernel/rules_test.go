@@ -15,13 +15,11 @@ import (
 
 var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 
-func kmsg(text string) logline.Line {
-	return logline.Line{Source: logline.Kmsg, Text: text, Time: t0}
-}
+func kmsg(text string) logline.Line { return monitortest.Kernel(text, t0) }
 
-func journal(unit, text string) logline.Line {
-	return logline.Line{Source: logline.Journal, Unit: unit, Text: text, Time: t0}
-}
+func journal(unit, text string) logline.Line { return monitortest.Unit(unit, text, t0) }
+
+func systemd(unit, text string) logline.Line { return monitortest.Systemd(unit, text, t0) }
 
 // ruleCase is one line and the findings the kernel monitor must make of it.
 type ruleCase struct {
@@ -83,15 +81,29 @@ var ruleCases = []ruleCase{
 	},
 	{
 		name: "systemd cannot fork a unit's process",
-		line: journal("init.scope", "kubelet.service: Failed to fork: Resource temporarily unavailable"),
-		want: finding(health.ReasonForkFailedOutOfPIDs, "init.scope",
-			"init.scope: kubelet.service: Failed to fork: Resource temporarily unavailable"),
+		line: systemd("kubelet.service", "kubelet.service: Failed to fork: Resource temporarily unavailable"),
+		want: finding(health.ReasonForkFailedOutOfPIDs, "kubelet.service",
+			"kubelet.service: Failed to fork: Resource temporarily unavailable"),
 	},
 	{
 		name: "systemd v255+ cannot spawn the executor",
-		line: journal("init.scope", "containerd.service: Failed to spawn executor: Resource temporarily unavailable"),
+		line: systemd("containerd.service", "containerd.service: Failed to spawn executor: Resource temporarily unavailable"),
+		want: finding(health.ReasonForkFailedOutOfPIDs, "containerd.service",
+			"containerd.service: Failed to spawn executor: Resource temporarily unavailable"),
+	},
+	{
+		name: "systemd cannot fork for itself",
+		line: systemd("init.scope", "Failed to fork: Resource temporarily unavailable"),
 		want: finding(health.ReasonForkFailedOutOfPIDs, "init.scope",
-			"init.scope: containerd.service: Failed to spawn executor: Resource temporarily unavailable"),
+			"init.scope: Failed to fork: Resource temporarily unavailable"),
+	},
+	{
+		name: "echo to /dev/kmsg is not the kernel",
+		line: monitortest.Injected("cgroup: fork rejected by pids controller in /system.slice/kubelet.service", t0),
+	},
+	{
+		name: "a user's logger -t kubelet is not the kubelet",
+		line: monitortest.Forgeries(journal("kubelet.service", "runtime: failed to create new OS thread (have 11 already; errno=11)"))[2],
 	},
 	{
 		name: "a workload unit's fork failure is its own business",
@@ -318,13 +330,15 @@ func TestEveryRuleHasAPositiveCase(t *testing.T) {
 			positives = append(positives, tc.line)
 		}
 	}
-	monitortest.EveryRuleMatches(t, Rules(), append(positives, cronStart("cron.service", "root", "/usr/local/bin/sync", t0)))
+	positives = append(positives, cronStart("cron.service", "root", "/usr/local/bin/sync", t0))
+	monitortest.EveryRuleMatches(t, Rules(), positives)
+	monitortest.NoForgeryMatches(t, Rules(), positives)
 }
 
 // cronStart is cron's journal line for a job start, as Debian's cron (CRON)
-// and cronie (CROND) log it.
+// and cronie (CROND) log it: from the daemon, as root.
 func cronStart(unit, user, command string, at time.Time) logline.Line {
-	return logline.Line{Source: logline.Journal, Unit: unit, Text: "(" + user + ") CMD (" + command + ")", Time: at}
+	return monitortest.Unit(unit, "("+user+") CMD ("+command+")", at)
 }
 
 func TestRapidCron(t *testing.T) {
@@ -398,7 +412,7 @@ func TestRapidCron(t *testing.T) {
 	mt, _ := rules.Compile(m.Rules())
 	for _, text := range []string{"(root) CMDOUT (backup done)", "(root) CMDEND (/opt/bin/backup.sh)", "(CRON) INFO (pidfile fd = 3)",
 		"pam_unix(crond:session): session opened for user root(uid=0) by (uid=0)", "exec (root) CMD (/bin/a) failed"} {
-		line := logline.Line{Source: logline.Journal, Unit: "crond.service", Text: text, Time: t0}
+		line := monitortest.Unit("crond.service", text, t0)
 		for range 2 {
 			if got := interpretAll(m, mt, line); len(got) != 0 {
 				t.Errorf("%q: %v", text, got)

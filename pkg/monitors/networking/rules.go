@@ -13,6 +13,7 @@ import (
 // ..." for a device without a parent) or dev_*() ("DRIVER BUS-ID: ...").
 func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
+	kernel := []logline.Provenance{logline.ByKernel}
 	return []logline.Rule{
 		// --- NICTransmitTimeout ----------------------------------------------
 		// The kernel's netdev watchdog found a stopped transmit queue that made
@@ -25,6 +26,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"NETDEV WATCHDOG: ", " timed out"},
 			Pattern:  `NETDEV WATCHDOG: (?P<dev>[^\s:]+) \((?P<driver>[^)]*)\): transmit queue (?P<queue>\d+) timed out`,
 			Message:  "${dev} (${driver}): transmit queue ${queue} timed out; the driver resets the device",
@@ -35,6 +37,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"NETDEV WATCHDOG: CPU: ", " timed out"},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): NETDEV WATCHDOG: CPU: \d+: transmit queue (?P<queue>\d+) timed out`,
 			Message:  "${dev} (${driver}): transmit queue ${queue} timed out; the driver resets the device",
@@ -44,6 +47,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"NETDEV WATCHDOG: CPU: ", " timed out"},
 			Pattern:  `^(?P<dev>[^\s:]+)(?: \([a-z ]+\))?: NETDEV WATCHDOG: CPU: \d+: transmit queue (?P<queue>\d+) timed out`,
 			Message:  "${dev}: transmit queue ${queue} timed out; the driver resets the device",
@@ -56,6 +60,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Transmit time out"},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): Transmit time out`,
 			Message:  "${dev} (ENA): transmit queue timed out; the driver resets the device",
@@ -63,6 +68,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{" is paused for too long"},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): TX q (?P<queue>\d+) is paused for too long`,
 			Message:  "${dev} (ENA): transmit queue ${queue} timed out; the driver resets the device",
@@ -75,6 +81,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Found a Tx that wasn't completed on time, qid "},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): Found a Tx that wasn't completed on time, qid (?P<queue>\d+)`,
 			Message:  "${dev} (ENA): transmit queue ${queue} has packets the device did not complete in time",
@@ -82,6 +89,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"TX hasn't completed, qid "},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): TX hasn't completed, qid (?P<queue>\d+)`,
 			Message:  "${dev} (ENA): transmit queue ${queue} has packets the device did not complete in time",
@@ -95,6 +103,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"TX timeout on queue: "},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): TX timeout on queue: (?P<queue>\d+)`,
 			Message:  "${dev} (${driver}): transmit queue ${queue} timed out; the driver recovers the queue",
@@ -106,6 +115,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"tx_timeout: VSI_"},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): tx_timeout: VSI_(?:seid|num): \d+, Q (?P<queue>\d+)`,
 			Message:  "${dev} (${driver}): transmit queue ${queue} timed out; the driver resets the device",
@@ -120,6 +130,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{" Unit Hang"},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): Detected (?:Tx|Hardware) Unit Hang`,
 			Message:  "${dev} (${driver}): the driver detected a transmit unit hang and resets the adapter",
@@ -127,6 +138,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICTransmitTimeout,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{" Unit Hang"},
 			Pattern:  `^(?P<driver>\S+) (?P<dev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): Detected Tx Unit Hang`,
 			Message:  "${driver} device ${dev}: the driver detected a transmit unit hang and resets the adapter",
@@ -144,6 +156,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Device reset completed successfully"},
 			Pattern:  `^(?P<driver>ena) (?P<dev>\S+): Device reset completed successfully`,
 			Message:  "ENA device ${dev} was reset by its driver",
@@ -151,6 +164,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Reset attempt failed. Can not reset the device"},
 			Pattern:  `^(?P<driver>ena) (?P<dev>\S+): Reset attempt failed`,
 			Message:  "ENA device ${dev}: the driver's reset failed; the interface stays down",
@@ -158,6 +172,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Trigger reset is on"},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): Trigger reset is on`,
 			Message:  "ENA device ${dev} is being reset by its driver",
@@ -167,6 +182,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Keep alive watchdog timeout"},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): Keep alive watchdog timeout`,
 			Message:  "ENA device ${dev} missed its keep-alive; the driver resets it",
@@ -176,6 +192,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"ENA admin queue is not in running state"},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): ENA admin queue is not in running state`,
 			Message:  "ENA device ${dev} lost its admin queue; the driver resets it",
@@ -186,6 +203,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{" tx completions is above the threshold"},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): The number of lost tx completions is above the threshold \((?P<lost>\d+) > \d+\)`,
 			Message:  "ENA device ${dev} lost ${lost} transmit completions; the driver resets it",
@@ -193,6 +211,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Lost TX completions are above the threshold"},
 			Pattern:  `^(?P<driver>ena) \S+ (?P<dev>[^\s:]+): Lost TX completions are above the threshold \((?P<lost>\d+) > \d+\)`,
 			Message:  "ENA device ${dev} lost ${lost} transmit completions; the driver resets it",
@@ -206,6 +225,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"tx_timeout recovery level "},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): tx_timeout recovery level (?P<level>\d+)`,
 			Message:  "${dev} (${driver}): transmit timeout, driver recovery level ${level} (queue, PF or core reset)",
@@ -213,6 +233,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"tx_timeout recovery unsuccessful"},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): tx_timeout recovery unsuccessful`,
 			Message:  "${dev} (${driver}): every transmit-timeout recovery failed; the device is left down",
@@ -226,6 +247,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{" detected on queue ", ", resetting adapter"},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): tx hang (?P<count>\d+) detected on queue (?P<queue>\d+), resetting adapter`,
 			Message:  "${dev} (${driver}): transmit hang #${count} on queue ${queue}; the driver resets the adapter",
@@ -233,6 +255,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"initiating reset due to tx timeout"},
 			Pattern:  `^(?P<driver>\S+) \S+ (?P<dev>[^\s:]+): initiating reset due to tx timeout`,
 			Message:  "${dev} (${driver}): the driver resets the adapter after a transmit timeout",
@@ -240,6 +263,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{": Reset adapter"},
 			Pattern:  `^(?P<driver>ixgbe(?:vf)?) \S+ (?P<dev>[^\s:]+): Reset adapter$`,
 			Message:  "${dev} (${driver}): the driver resets the adapter",
@@ -253,6 +277,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"starting health recovery flow"},
 			Pattern:  `^(?P<driver>mlx5_core\S*) (?P<dev>\S+?): (?:\S+:\d+:\(pid \d+\): )?starting health recovery flow`,
 			Message:  "mlx5 device ${dev}: fatal device error, the driver reloads the device",
@@ -260,6 +285,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonNICDriverReset,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"health recovery failed"},
 			Pattern:  `^(?P<driver>mlx5_core\S*) (?P<dev>\S+?): (?:\S+:\d+:\(pid \d+\): )?health recovery failed`,
 			Message:  "mlx5 device ${dev}: the driver could not recover the device; its interfaces stay down",

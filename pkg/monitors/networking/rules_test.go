@@ -13,7 +13,7 @@ import (
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
-func kmsg(text string) logline.Line { return logline.Line{Source: logline.Kmsg, Text: text, Time: t0} }
+func kmsg(text string) logline.Line { return monitortest.Kernel(text, t0) }
 
 type ruleCase struct {
 	name string
@@ -252,6 +252,7 @@ func TestEveryRuleHasAPositiveCase(t *testing.T) {
 		}
 	}
 	monitortest.EveryRuleMatches(t, Rules(), positives)
+	monitortest.NoForgeryMatches(t, Rules(), positives)
 }
 
 // TestRegistryCoverage: every NetworkingReady reason is produced by a rule

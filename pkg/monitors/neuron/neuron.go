@@ -80,6 +80,7 @@ func Rules() []logline.Rule {
 		rs = append(rs, logline.Rule{
 			Reason:   e.reason,
 			Sources:  []logline.Source{logline.Kmsg},
+			Accept:   []logline.Provenance{logline.ByKernel},
 			Contains: []string{"NEURON_HW_ERR=" + e.kind},
 			Pattern:  `(?:\b(?:neuron|nd)(?P<dev>\d+)\b.*)?NEURON_HW_ERR=` + e.kind + `\b`,
 			Message:  "Neuron device ${dev}: " + e.what,

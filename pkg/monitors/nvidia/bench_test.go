@@ -2,7 +2,9 @@ package nvidia
 
 import (
 	"testing"
+	"time"
 
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
@@ -21,7 +23,7 @@ func BenchmarkRules(b *testing.B) {
 		{"other", "EXT4-fs (nvme0n1p1): mounted filesystem 0b1e5c3a-6f4d-4a2b-9c1e-8d7f6e5a4b3c r/w with ordered data mode."},
 		{"xid79", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."},
 	} {
-		line := logline.Line{Source: logline.Kmsg, Text: tc.text}
+		line := monitortest.Kernel(tc.text, time.Time{})
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

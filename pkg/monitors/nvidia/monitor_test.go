@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
@@ -136,7 +137,7 @@ func TestStreamPushesEvents(t *testing.T) {
 
 // xid48 is the driver's XID 48 line for GPU 1 of nvidiafake.GPUs.
 func xid48(at time.Time) logline.Line {
-	return logline.Line{Source: logline.Kmsg, Time: at, Text: "NVRM: Xid (PCI:0000:2b:00): 48, pid=4242, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."}
+	return monitortest.Kernel("NVRM: Xid (PCI:0000:2b:00): 48, pid=4242, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.", at)
 }
 
 func interpretLine(t *testing.T, m *nvidia.Monitor, line logline.Line) []monitor.Finding {

@@ -21,11 +21,13 @@ const xidPattern = `NVRM: Xid \((?:PCI:)?[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-f
 // (docs.nvidia.com/deploy/xid-errors) and the open kernel modules' nvErrorLog.
 func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
+	kernel := []logline.Provenance{logline.ByKernel}
 	var rs []logline.Rule
 	for _, x := range XIDTable() {
 		rs = append(rs, logline.Rule{
 			Reason:   x.Reason,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{xidAnchor, fmt.Sprintf("): %d", x.Code)},
 			Pattern:  xidPattern + fmt.Sprintf(`%d(?:,|$)`, x.Code),
 		})
@@ -35,6 +37,7 @@ func Rules() []logline.Rule {
 		logline.Rule{
 			Reason:   health.ReasonNvidiaXIDWarning,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{xidAnchor},
 			Pattern:  xidPattern + `\d+(?:,|$)`,
 		},
@@ -44,6 +47,7 @@ func Rules() []logline.Rule {
 		logline.Rule{
 			Reason:   health.ReasonNvidiaXID79Error,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"NVRM: GPU ", ": GPU has fallen off the bus"},
 			Pattern:  `NVRM: GPU (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?): GPU has fallen off the bus`,
 		},
@@ -52,6 +56,7 @@ func Rules() []logline.Rule {
 		logline.Rule{
 			Reason:   health.ReasonNvidiaNCCLError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"]: segfault at ", " in libnccl"},
 			Pattern:  `^(?P<comm>.+)\[(?P<pid>\d+)\]: segfault at [0-9a-f]+ ip .* in libnccl`,
 			Message:  "${comm} (PID ${pid}) crashed inside NCCL (libnccl)",

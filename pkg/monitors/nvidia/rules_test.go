@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
@@ -17,7 +18,7 @@ import (
 
 var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 
-func kmsg(text string) logline.Line { return logline.Line{Source: logline.Kmsg, Text: text, Time: t0} }
+func kmsg(text string) logline.Line { return monitortest.Kernel(text, t0) }
 
 // match runs line through the monitor's compiled rules and Interpret, as the
 // agent does.
@@ -90,7 +91,7 @@ func TestRules(t *testing.T) {
 }
 
 func TestXIDLinesOnlyFromKmsg(t *testing.T) {
-	line := logline.Line{Source: logline.Journal, Unit: "myapp.service", Text: "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", Time: t0}
+	line := monitortest.Unit("myapp.service", "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", t0)
 	if got := match(t, line); got != nil {
 		t.Fatalf("an application echoing an XID line must not count: %+v", got)
 	}

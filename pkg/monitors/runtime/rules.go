@@ -26,7 +26,12 @@ const ProbeWindow = 5 * time.Minute
 // then says "N+").
 const maxWindowEntries = 1024
 
-var journal = []logline.Source{logline.Journal}
+var (
+	journal = []logline.Source{logline.Journal}
+	// bySystemd: PID 1's messages about any unit; a daemon's own "Failed to
+	// start ..." is not one.
+	bySystemd = []logline.Provenance{logline.BySystemd}
+)
 
 // unitFailureRules are systemd's own messages about a failed unit, e.g.
 //
@@ -39,14 +44,14 @@ func unitFailureRules(reason string, units []string) []logline.Rule {
 	return []logline.Rule{{
 		Reason:   reason,
 		Sources:  journal,
-		Units:    units,
+		Accept:   logline.ByUnits(units...),
 		Contains: []string{"Main process exited, code="},
 		Exclude:  []string{"status=0/SUCCESS"},
 		Pattern:  `Main process exited, code=(?P<code>[a-z]+), status=(?P<status>[^\s,]+)`,
 	}, {
 		Reason:   reason,
 		Sources:  journal,
-		Units:    units,
+		Accept:   logline.ByUnits(units...),
 		Contains: []string{"Failed with result"},
 		Pattern:  `Failed with result '(?P<result>[^']+)'`,
 	}}
@@ -57,7 +62,7 @@ func (m *Monitor) Rules() []logline.Rule {
 	rs := append(unitFailureRules(health.ReasonContainerRuntimeFailed, RuntimeUnits),
 		unitFailureRules(health.ReasonKubeletFailed, []string{KubeletUnit})...)
 	rs = append(rs,
-		// systemd's job result, any unit:
+		// systemd's job result (PID 1), any unit:
 		//   Failed to start kubelet.service - Kubernetes Kubelet.   (systemd >= 253)
 		//   Failed to start Kubernetes Kubelet.                     (older)
 		// Anchored and ending in "." so that a daemon's own "Failed to start
@@ -66,6 +71,7 @@ func (m *Monitor) Rules() []logline.Rule {
 		logline.Rule{
 			Reason:   health.ReasonServiceFailedToStart,
 			Sources:  journal,
+			Accept:   bySystemd,
 			Contains: []string{"Failed to start "},
 			Pattern:  `^(?:[\w@.\\-]+: )?Failed to start (?P<what>[^:"]+?)\.\s*$`,
 		},
@@ -73,6 +79,7 @@ func (m *Monitor) Rules() []logline.Rule {
 		logline.Rule{
 			Reason:   health.ReasonRepeatedRestart,
 			Sources:  journal,
+			Accept:   bySystemd,
 			Contains: []string{"Scheduled restart job, restart counter is at "},
 			Pattern:  `(?:(?P<unit>[\w@.\\-]+): )?Scheduled restart job, restart counter is at (?P<count>\d+)`,
 		},
@@ -86,7 +93,7 @@ func (m *Monitor) Rules() []logline.Rule {
 		rs = append(rs, logline.Rule{
 			Reason:   p.reason,
 			Sources:  journal,
-			Units:    []string{KubeletUnit},
+			Accept:   logline.ByUnits(KubeletUnit),
 			Contains: []string{`"Probe failed"`, `probeType="` + p.typ + `"`},
 			Pattern:  `^(?:.*? pod="(?P<pod>[^"]*)")?(?:.*? containerName="(?P<container>[^"]*)")?`,
 		})

@@ -8,6 +8,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
@@ -47,9 +48,18 @@ func newRuleHarness(t *testing.T, overrides map[string]float64) *ruleHarness {
 	return &ruleHarness{t: t, m: m, matcher: matcher, clock: clk}
 }
 
-// feed matches a journal line and interprets every match.
+// feed matches a journal line of a process of unit and interprets every
+// match.
 func (h *ruleHarness) feed(unit, text string) []monitor.Finding {
-	line := logline.Line{Source: logline.Journal, Unit: unit, Text: text, Time: h.clock.Now().Add(-time.Second)}
+	return h.feedLine(monitortest.Unit(unit, text, h.clock.Now().Add(-time.Second)))
+}
+
+// feedSystemd is feed for a line of systemd (PID 1) about unit.
+func (h *ruleHarness) feedSystemd(unit, text string) []monitor.Finding {
+	return h.feedLine(monitortest.Systemd(unit, text, h.clock.Now().Add(-time.Second)))
+}
+
+func (h *ruleHarness) feedLine(line logline.Line) []monitor.Finding {
 	var out []monitor.Finding
 	h.matcher.Match(line, func(m logline.Match) { out = append(out, h.m.Interpret(m)...) })
 	return out
@@ -59,6 +69,9 @@ func TestRulesOneShot(t *testing.T) {
 	tests := []struct {
 		name   string
 		source logline.Source
+		// daemon: the unit's own process wrote it; else systemd (PID 1)
+		// about the unit.
+		daemon bool
 		unit   string
 		text   string
 		// want is the reason found, "" for none; msg and subject are checked when set.
@@ -95,7 +108,7 @@ func TestRulesOneShot(t *testing.T) {
 		{name: "kubelet failed with result", unit: "kubelet.service",
 			text: "kubelet.service: Failed with result 'exit-code'.",
 			want: health.ReasonKubeletFailed, subject: "kubelet.service"},
-		{name: "kubelet's own error line is not a unit failure", unit: "kubelet.service",
+		{name: "kubelet's own error line is not a unit failure", unit: "kubelet.service", daemon: true,
 			text: `E0612 08:15:42.123456    2140 run.go:72] "command failed" err="failed to run Kubelet: validate service connection: Failed with result"`},
 
 		// ServiceFailedToStart
@@ -108,21 +121,29 @@ func TestRulesOneShot(t *testing.T) {
 		{name: "failed to start containerd", unit: "containerd.service",
 			text: "Failed to start containerd.service - containerd container runtime.",
 			want: health.ReasonServiceFailedToStart, subject: "containerd.service"},
-		{name: "kubelet klog line is not systemd's", unit: "kubelet.service",
+		{name: "kubelet klog line is not systemd's", unit: "kubelet.service", daemon: true,
 			text: `E0612 08:15:42.123456    2140 kubelet.go:1566] "Failed to start ContainerManager" err="failed to initialize top level QOS containers"`},
-		{name: "daemon's own failure text", unit: "myapp.service",
+		{name: "daemon's own failure text", unit: "myapp.service", daemon: true,
 			text: "Failed to start server: listen tcp :8080: bind: address already in use"},
 		{name: "started is fine", unit: "kubelet.service",
 			text: "Started kubelet.service - Kubernetes Kubelet."},
+		{name: "a daemon printing systemd's words is not systemd", unit: "kubelet.service", daemon: true,
+			text: "Failed to start kubelet.service - Kubernetes Kubelet."},
 	}
+	var positives []logline.Line
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newRuleHarness(t, nil)
-			src := tt.source
-			if src == "" {
-				src = logline.Journal
+			line := monitortest.Systemd(tt.unit, tt.text, t0)
+			switch {
+			case tt.source == logline.Kmsg:
+				line = monitortest.Kernel(tt.text, t0)
+			case tt.daemon:
+				line = monitortest.Unit(tt.unit, tt.text, t0)
 			}
-			line := logline.Line{Source: src, Unit: tt.unit, Text: tt.text, Time: t0}
+			if tt.want != "" {
+				positives = append(positives, line)
+			}
 			var fs []monitor.Finding
 			h.matcher.Match(line, func(m logline.Match) { fs = append(fs, h.m.Interpret(m)...) })
 			if tt.want == "" {
@@ -148,12 +169,15 @@ func TestRulesOneShot(t *testing.T) {
 			}
 		})
 	}
+	positives = append(positives, monitortest.Unit("kubelet.service", probeLine("Liveness", "default/web-0", "web"), t0),
+		monitortest.Unit("kubelet.service", probeLine("Readiness", "default/web-0", "web"), t0))
+	monitortest.NoForgeryMatches(t, newRuleHarness(t, nil).m.Rules(), positives)
 }
 
 func TestRepeatedRestart(t *testing.T) {
 	h := newRuleHarness(t, nil)
 	for n := 1; n <= 6; n++ {
-		fs := h.feed("kubelet.service", fmt.Sprintf("kubelet.service: Scheduled restart job, restart counter is at %d.", n))
+		fs := h.feedSystemd("kubelet.service", fmt.Sprintf("kubelet.service: Scheduled restart job, restart counter is at %d.", n))
 		if n < 5 {
 			if len(fs) != 0 {
 				t.Errorf("counter %d below threshold 5: got %+v", n, fs)
@@ -169,7 +193,7 @@ func TestRepeatedRestart(t *testing.T) {
 	// The unit is taken from the text when the line has none; the threshold
 	// follows the config.
 	h = newRuleHarness(t, map[string]float64{health.ReasonRepeatedRestart: 2})
-	fs := h.feed("", "containerd.service: Scheduled restart job, restart counter is at 2.")
+	fs := h.feedSystemd("", "containerd.service: Scheduled restart job, restart counter is at 2.")
 	if len(fs) != 1 || fs[0].Subject != "containerd.service" || !strings.Contains(fs[0].Message, "(threshold 2)") {
 		t.Errorf("override: got %+v", fs)
 	}

@@ -21,6 +21,7 @@ var notRealDisks = []string{"dev fd0", "dev sr0", "dev sr1", "dev loop", "on dev
 // the kubelet.
 func Rules() []logline.Rule {
 	kmsg := []logline.Source{logline.Kmsg}
+	kernel := []logline.Provenance{logline.ByKernel}
 	return []logline.Rule{
 		// --- BlockDeviceIOError ----------------------------------------------
 		// block/blk-core.c (blk-mq.c since 5.16) blk_print_req_error():
@@ -31,6 +32,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonBlockDeviceIOError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{" error, dev "},
 			Pattern:  `(?:^|: )(?P<kind>I/O|critical medium|critical target|critical nexus|critical space allocation|recoverable transport|timeout) error, dev (?P<dev>[^,\s]+), sector (?P<sector>\d+)`,
 			Exclude:  notRealDisks,
@@ -42,6 +44,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonBlockDeviceIOError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Buffer I/O error on dev"},
 			Pattern:  `Buffer I/O error on dev(?:ice)? (?P<dev>[^,\s]+), logical block (?P<block>\d+)`,
 			Exclude:  notRealDisks,
@@ -58,6 +61,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonFilesystemShutdown,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"XFS (", "Shutting down filesystem"},
 			Pattern:  `^XFS \((?P<dev>[^)]+)\): (?P<what>.*?)\.? +Shutting down filesystem`,
 			Message:  "XFS on ${dev} shut down: ${what}",
@@ -66,6 +70,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonFilesystemShutdown,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"XFS (", "Filesystem has been shut down due to "},
 			Pattern:  `^XFS \((?P<dev>[^)]+)\): Filesystem has been shut down due to (?P<what>[^(.]*[^(.\s])`,
 			Message:  "XFS on ${dev} shut down due to ${what}",
@@ -77,6 +82,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonFilesystemError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"EXT4-fs error (device "},
 			Pattern:  `EXT4-fs error \(device (?P<dev>[^)]+)\): (?P<what>.*)`,
 			Message:  "ext4 error on ${dev}: ${what}",
@@ -86,6 +92,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonFilesystemError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"EXT4-fs (", "Remounting filesystem read-only"},
 			Pattern:  `EXT4-fs \((?P<dev>[^)]+)\): Remounting filesystem read-only`,
 			Message:  "ext4 on ${dev} was remounted read-only after an error",
@@ -94,6 +101,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonFilesystemError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"Aborting journal on device "},
 			Pattern:  `Aborting journal on device (?P<dev>[^\s-]+)(?:-\d+)?`,
 			Message:  "the ext4 journal on ${dev} was aborted",
@@ -105,6 +113,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonFilesystemError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"XFS (", " detected"},
 			Pattern:  `^XFS \((?P<dev>[^)]+)\): (?P<what>Metadata corruption detected|Metadata CRC error detected|Corruption detected)`,
 			Message:  "XFS on ${dev}: ${what}",
@@ -113,6 +122,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonFilesystemError,
 			Sources:  kmsg,
+			Accept:   kernel,
 			Contains: []string{"XFS (", "): Internal error "},
 			Pattern:  `^XFS \((?P<dev>[^)]+)\): Internal error (?P<what>\S+)`,
 			Message:  "XFS on ${dev}: internal error ${what}",
@@ -130,7 +140,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonEtcHostsMountFailed,
 			Sources:  []logline.Source{logline.Journal},
-			Units:    []string{kubeletUnit, "containerd.service", "crio.service"},
+			Accept:   logline.ByUnits(kubeletUnit, "containerd.service", "crio.service"),
 			Contains: []string{" to rootfs ", "etc-hosts"},
 			Pattern:  `mounting \\*"(?P<src>[^"\\]*/pods/(?P<uid>[0-9a-f-]+)/etc-hosts)\\*" to rootfs (?:\\*"[^"\\]*\\*" )?at \\*"[^"\\]*/etc/hosts\\*"`,
 			Message:  "a container of pod ${uid} could not start: the kubelet's ${src} could not be mounted at /etc/hosts (typically /var/lib/kubelet/pods was remounted, by user data for instance, and the file is now a directory)",
@@ -143,7 +153,7 @@ func Rules() []logline.Rule {
 		{
 			Reason:   health.ReasonKubeletDiskUsageSlow,
 			Sources:  []logline.Source{logline.Journal},
-			Units:    []string{kubeletUnit},
+			Accept:   logline.ByUnits(kubeletUnit),
 			Contains: []string{"fs: disk usage and inodes count on following dirs took "},
 			Pattern:  `fs: disk usage and inodes count on following dirs took (?P<took>[0-9.]+[µmn]?s)`,
 			Message:  "the kubelet's disk usage scan of pod volumes took ${took}: storage is slow or overloaded",

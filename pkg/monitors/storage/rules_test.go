@@ -15,11 +15,9 @@ import (
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
-func kmsg(text string) logline.Line { return logline.Line{Source: logline.Kmsg, Text: text, Time: t0} }
+func kmsg(text string) logline.Line { return monitortest.Kernel(text, t0) }
 
-func journal(unit, text string) logline.Line {
-	return logline.Line{Source: logline.Journal, Unit: unit, Text: text, Time: t0}
-}
+func journal(unit, text string) logline.Line { return monitortest.Unit(unit, text, t0) }
 
 type ruleCase struct {
 	name string
@@ -215,6 +213,7 @@ func TestEveryRuleHasAPositiveCase(t *testing.T) {
 		}
 	}
 	monitortest.EveryRuleMatches(t, Rules(), positives)
+	monitortest.NoForgeryMatches(t, Rules(), positives)
 }
 
 func TestRegistryCoverage(t *testing.T) {

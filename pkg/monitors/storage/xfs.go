@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -60,12 +59,19 @@ func (x XFSDB) FreeSpaceSummary(ctx context.Context, device string) ([]byte, err
 	}
 	args := func(dev string) []string { return []string{"-r", "-c", "freesp -s", dev} }
 	for _, p := range hostXFSDB {
-		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() {
+		// Looked up inside the host root (links resolved there), and run
+		// only if root alone could have written it and what it loads.
+		switch p, err := childproc.LookPathInRoot(root, p); {
+		case err == nil:
 			return childproc.Output(ctx, childproc.Tool{Path: p, Args: args(device), Root: root, Limit: maxXFSDBOutput})
+		case errors.Is(err, childproc.ErrUntrusted):
+			return nil, err
 		}
 	}
-	if p, err := exec.LookPath("xfs_db"); err == nil {
+	if p, err := childproc.LookPathInRoot("/", "xfs_db"); err == nil {
 		return childproc.Output(ctx, childproc.Tool{Path: p, Args: args(filepath.Join(root, device)), Limit: maxXFSDBOutput})
+	} else if errors.Is(err, childproc.ErrUntrusted) {
+		return nil, err
 	}
 	return nil, ErrNoXFSDB
 }

@@ -168,17 +168,37 @@ probe:
 	at := func(usec int64) time.Time { return time.UnixMicro(usec) }
 	w.write(
 		msgEntry(base+1_000_001, `E0101 00:00:01.234567    1234 kubelet.go:2412] "Container runtime network not ready"`,
-			[2]string{"_SYSTEMD_UNIT", "kubelet.service"}, [2]string{"SYSLOG_IDENTIFIER", "kubelet"}),
+			[2]string{"_SYSTEMD_UNIT", "kubelet.service"}, [2]string{"SYSLOG_IDENTIFIER", "kubelet"},
+			[2]string{"_TRANSPORT", "stdout"}, [2]string{"_PID", "1234"}, [2]string{"_UID", "0"}, [2]string{"_COMM", "kubelet"}),
 		msgEntry(base+1_000_002, "kubelet.service: Failed with result 'exit-code'.",
-			[2]string{"_SYSTEMD_UNIT", "init.scope"}, [2]string{"UNIT", "kubelet.service"}, [2]string{"SYSLOG_IDENTIFIER", "systemd"}),
+			[2]string{"_SYSTEMD_UNIT", "init.scope"}, [2]string{"UNIT", "kubelet.service"}, [2]string{"SYSLOG_IDENTIFIER", "systemd"},
+			[2]string{"_TRANSPORT", "journal"}, [2]string{"_PID", "1"}, [2]string{"_UID", "0"}, [2]string{"_COMM", "systemd"}),
 		msgEntry(base+1_000_003, "binary \xff\x01\nsecond line", [2]string{"SYSLOG_IDENTIFIER", "app"}),
+		// logger -t kubelet from a user's session: the identifier is a claim.
+		msgEntry(base+1_000_004, "fork/exec /usr/bin/mount: resource temporarily unavailable",
+			[2]string{"SYSLOG_IDENTIFIER", "kubelet"}, [2]string{"_TRANSPORT", "syslog"}, [2]string{"_PID", "4242"},
+			[2]string{"_UID", "1000"}, [2]string{"_COMM", "logger"}, [2]string{"_SYSTEMD_UNIT", "session-3.scope"}),
+		// The kernel's own record, and one written to /dev/kmsg from user space.
+		msgEntry(base+1_000_005, "cgroup: fork rejected by pids controller in /system.slice/kubelet.service",
+			[2]string{"_TRANSPORT", "kernel"}, [2]string{"SYSLOG_FACILITY", "0"}, [2]string{"SYSLOG_IDENTIFIER", "kernel"}),
+		msgEntry(base+1_000_006, "cgroup: fork rejected by pids controller in /system.slice/kubelet.service",
+			[2]string{"_TRANSPORT", "kernel"}, [2]string{"SYSLOG_FACILITY", "1"}, [2]string{"SYSLOG_IDENTIFIER", "kernel"}),
 	)
 	for _, want := range []logline.Line{
 		{Source: logline.Journal, Unit: "kubelet.service", Time: at(base + 1_000_001),
-			Text: `E0101 00:00:01.234567    1234 kubelet.go:2412] "Container runtime network not ready"`},
+			Origin: logline.Origin{Root: true, Transport: "stdout", PID: "1234", UID: "0", Comm: "kubelet"},
+			Text:   `E0101 00:00:01.234567    1234 kubelet.go:2412] "Container runtime network not ready"`},
 		{Source: logline.Journal, Unit: "kubelet.service", Time: at(base + 1_000_002),
-			Text: "kubelet.service: Failed with result 'exit-code'."},
-		{Source: logline.Journal, Unit: "app", Time: at(base + 1_000_003), Text: "binary \uFFFD\x01\nsecond line"},
+			Origin: logline.Origin{Manager: true, Root: true, Transport: "journal", PID: "1", UID: "0", Comm: "systemd"},
+			Text:   "kubelet.service: Failed with result 'exit-code'."},
+		{Source: logline.Journal, Time: at(base + 1_000_003), Text: "binary \uFFFD\x01\nsecond line"},
+		{Source: logline.Journal, Unit: "session-3.scope", Time: at(base + 1_000_004),
+			Origin: logline.Origin{Transport: "syslog", PID: "4242", UID: "1000", Comm: "logger"},
+			Text:   "fork/exec /usr/bin/mount: resource temporarily unavailable"},
+		{Source: logline.Journal, Time: at(base + 1_000_005), Origin: logline.Origin{Kernel: true, Transport: "kernel"},
+			Text: "cgroup: fork rejected by pids controller in /system.slice/kubelet.service"},
+		{Source: logline.Journal, Time: at(base + 1_000_006), Origin: logline.Origin{Transport: "kernel", Facility: 1},
+			Text: "cgroup: fork rejected by pids controller in /system.slice/kubelet.service"},
 	} {
 		if got := rn.next(); got != want {
 			t.Fatalf("line\n%+v, want\n%+v", got, want)

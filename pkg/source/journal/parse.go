@@ -39,7 +39,11 @@ type entry struct {
 	Realtime   []byte // __REALTIME_TIMESTAMP
 	SystemUnit []byte // _SYSTEMD_UNIT
 	Unit       []byte // UNIT
-	Identifier []byte // SYSLOG_IDENTIFIER
+	Transport  []byte // _TRANSPORT
+	PID        []byte // _PID
+	UID        []byte // _UID
+	Comm       []byte // _COMM
+	Facility   []byte // SYSLOG_FACILITY
 	Cursor     []byte // __CURSOR
 }
 
@@ -52,11 +56,18 @@ type entry struct {
 //     field written more than once comes as an array of those, of which the
 //     first is used. Invalid UTF-8 is replaced by U+FFFD, and the text is
 //     capped at MaxMessageBytes. A missing or null MESSAGE gives "".
-//   - Unit is _SYSTEMD_UNIT; UNIT when _SYSTEMD_UNIT is missing or is
-//     init.scope (systemd's own messages about a unit, such as
-//     "kubelet.service: Failed with result 'exit-code'.", carry
-//     _SYSTEMD_UNIT=init.scope and UNIT=kubelet.service); else
-//     SYSLOG_IDENTIFIER.
+//   - Origin and Unit say who wrote it, from the trusted fields journald
+//     adds itself and no client can send (systemd.journal-fields(7)):
+//     _TRANSPORT, _PID, _UID, _COMM, _SYSTEMD_UNIT. Origin.Kernel is an
+//     entry of _TRANSPORT=kernel whose SYSLOG_FACILITY is absent or 0
+//     (journald reads /dev/kmsg itself and writes that field from the
+//     record's priority, journald-kmsg.c: a user-space write to /dev/kmsg
+//     has another facility). Origin.Manager is _PID=1, Origin.Root _UID=0.
+//     Unit is _SYSTEMD_UNIT; for systemd's own messages about a unit
+//     (_PID=1, such as "kubelet.service: Failed with result
+//     'exit-code'.", which also carry _SYSTEMD_UNIT=init.scope), the UNIT
+//     they name. The UNIT and SYSLOG_IDENTIFIER of any other sender are
+//     claims anyone can make (logger -t kubelet) and are not used.
 //   - Time is __REALTIME_TIMESTAMP (microseconds since the epoch, as a decimal
 //     string), which is required.
 //
@@ -87,23 +98,9 @@ func (e *entry) line() (logline.Line, string, error) {
 	if err != nil {
 		return logline.Line{}, "", err
 	}
-	unit, err := stringField(e.SystemUnit, "_SYSTEMD_UNIT")
+	origin, unit, err := e.writer()
 	if err != nil {
 		return logline.Line{}, "", err
-	}
-	if unit == "" || unit == "init.scope" {
-		u, err := stringField(e.Unit, "UNIT")
-		if err != nil {
-			return logline.Line{}, "", err
-		}
-		if u != "" {
-			unit = u
-		}
-	}
-	if unit == "" {
-		if unit, err = stringField(e.Identifier, "SYSLOG_IDENTIFIER"); err != nil {
-			return logline.Line{}, "", err
-		}
 	}
 	cursor, err := stringField(e.Cursor, "__CURSOR")
 	if err != nil {
@@ -111,10 +108,50 @@ func (e *entry) line() (logline.Line, string, error) {
 	}
 	return logline.Line{
 		Source: logline.Journal,
-		Unit:   capValid(unit, maxUnitBytes),
+		Unit:   unit,
+		Origin: origin,
 		Text:   capValid(string(msg), MaxMessageBytes),
 		Time:   time.UnixMicro(usec),
 	}, cursor, nil
+}
+
+// writer is who wrote the entry and the unit it is attributed to (see
+// parseEntry).
+func (e *entry) writer() (logline.Origin, string, error) {
+	var o logline.Origin
+	var fields [6]string
+	for i, f := range []struct {
+		raw  []byte
+		name string
+	}{{e.Transport, "_TRANSPORT"}, {e.PID, "_PID"}, {e.UID, "_UID"}, {e.Comm, "_COMM"}, {e.SystemUnit, "_SYSTEMD_UNIT"}, {e.Facility, "SYSLOG_FACILITY"}} {
+		v, err := stringField(f.raw, f.name)
+		if err != nil {
+			return o, "", err
+		}
+		fields[i] = capValid(v, maxUnitBytes)
+	}
+	o.Transport, o.PID, o.UID, o.Comm = fields[0], fields[1], fields[2], fields[3]
+	unit, facility := fields[4], fields[5]
+	if o.Transport == "kernel" {
+		o.Kernel = facility == "" || facility == "0"
+		if !o.Kernel {
+			o.Facility, _ = strconv.Atoi(facility)
+		}
+		// The kernel transport has no sender fields; whatever else the
+		// entry says came from the record's text.
+		return o, "", nil
+	}
+	o.Manager, o.Root = o.PID == "1", o.UID == "0"
+	if o.Manager {
+		about, err := stringField(e.Unit, "UNIT")
+		if err != nil {
+			return o, "", err
+		}
+		if about != "" {
+			unit = capValid(about, maxUnitBytes)
+		}
+	}
+	return o, unit, nil
 }
 
 // stringField is field as a string.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/internal/backoff"
+	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/source/tail"
 )
@@ -24,9 +25,10 @@ const (
 	DefaultMaxEntryBytes = 1 << 20
 )
 
-// outputFields are the fields journalctl is asked for; it always adds
-// __CURSOR, __REALTIME_TIMESTAMP, __MONOTONIC_TIMESTAMP and _BOOT_ID.
-const outputFields = "MESSAGE,_SYSTEMD_UNIT,UNIT,SYSLOG_IDENTIFIER"
+// outputFields are the fields journalctl is asked for (parseEntry says
+// what each is for); it always adds __CURSOR, __REALTIME_TIMESTAMP,
+// __MONOTONIC_TIMESTAMP and _BOOT_ID.
+const outputFields = "MESSAGE,_SYSTEMD_UNIT,UNIT,_TRANSPORT,_PID,_UID,_COMM,SYSLOG_FACILITY"
 
 // Options configure a Reader. The zero value runs journalctl from $PATH on
 // the system journal.
@@ -201,7 +203,13 @@ func (r *Reader) runJournalctl(ctx context.Context) error {
 // runOnce runs journalctl until it exits; it returns how many entries it
 // delivered and why it ended.
 func (r *Reader) runOnce(ctx context.Context) (int, error) {
-	p, err := r.opts.Runner.Start(ctx, r.opts.Journalctl, r.args())
+	// journalctl runs as root: it, and what it loads, must be root's alone
+	// (childproc.CheckTrust), looked for in the agent's own filesystem.
+	path, err := childproc.LookPathInRoot("/", r.opts.Journalctl)
+	if err != nil {
+		return 0, err
+	}
+	p, err := r.opts.Runner.Start(ctx, path, r.args())
 	if err != nil {
 		return 0, err
 	}

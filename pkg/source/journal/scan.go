@@ -63,8 +63,16 @@ func (e *entry) slot(key []byte) *[]byte {
 		return &e.SystemUnit
 	case "UNIT":
 		return &e.Unit
-	case "SYSLOG_IDENTIFIER":
-		return &e.Identifier
+	case "_TRANSPORT":
+		return &e.Transport
+	case "_PID":
+		return &e.PID
+	case "_UID":
+		return &e.UID
+	case "_COMM":
+		return &e.Comm
+	case "SYSLOG_FACILITY":
+		return &e.Facility
 	case "__CURSOR":
 		return &e.Cursor
 	}

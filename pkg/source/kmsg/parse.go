@@ -29,6 +29,7 @@ import (
 	"unicode/utf8"
 
 	"nodemend.dev/nodemend/internal/textcut"
+	"nodemend.dev/nodemend/pkg/logline"
 )
 
 // MaxMessageBytes caps Record.Message and each dictionary value; longer ones
@@ -53,6 +54,15 @@ type Record struct {
 	// Dict holds the KEY=VALUE continuation lines (e.g. SUBSYSTEM=pci,
 	// DEVICE=+pci:0000:3b:00.0), values unescaped like Message; nil if none.
 	Dict map[string]string
+}
+
+// Origin is who wrote the record: the kernel when its facility is 0
+// (LOG_KERN). The kernel gives every record written to /dev/kmsg from user
+// space a non-zero facility — LOG_USER unless the writer's "<N>" prefix
+// names another non-zero one (kernel/printk/printk.c, devkmsg_write) — so
+// that readers can tell injected messages from its own.
+func (r Record) Origin() logline.Origin {
+	return logline.Origin{Kernel: r.Facility == 0, Facility: r.Facility}
 }
 
 // Parse decodes one record: a header line, optionally followed by dictionary

@@ -203,3 +203,32 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// TestOrigin: only facility 0 is the kernel's. The records are what the
+// kernel makes of writes to /dev/kmsg (Documentation/ABI/testing/dev-kmsg,
+// kernel/printk/printk.c devkmsg_write): no "<N>" prefix gives LOG_USER at
+// the default level (12 = 1<<3|4), "<N>" with a facility keeps it (30 =
+// daemon.info from systemd), and "<N>" naming only a level — facility 0,
+// which would pass for the kernel's — is forced to LOG_USER too (14).
+func TestOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		kernel bool
+		fac    int
+	}{
+		{"6,1234,5678901,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n", true, 0},
+		{"0,1,1,-;Kernel panic - not syncing: Fatal exception\n", true, 0},
+		{"12,2,2,-;cgroup: fork rejected by pids controller in /system.slice/kubelet.service\n", false, 1},
+		{"14,3,3,-;cgroup: fork rejected by pids controller in /system.slice/kubelet.service\n", false, 1},
+		{"30,555,9000000,-;systemd[1]: Started kubelet.service.\n", false, 3},
+		{"190,4,4,-;local7 message\n", false, 23},
+	} {
+		r, err := Parse([]byte(tc.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := r.Origin(); o.Kernel != tc.kernel || o.Facility != tc.fac || o.Manager || o.Root {
+			t.Errorf("%.30q: origin %+v, want kernel %v facility %d", tc.in, o, tc.kernel, tc.fac)
+		}
+	}
+}

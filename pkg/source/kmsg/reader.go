@@ -107,7 +107,8 @@ func (r *Reader) Stats() Stats {
 }
 
 // Run reads records until ctx is done and then returns ctx.Err(). It calls
-// emit from its own goroutine, one call per record, with Source logline.Kmsg.
+// emit from its own goroutine, one call per record, with Source logline.Kmsg
+// and the record's Origin.
 // It returns another error when <HostRoot>/dev/kmsg is missing, neither a
 // character device nor a regular file, or fails to read.
 func (r *Reader) Run(ctx context.Context, emit func(logline.Line)) error {
@@ -248,7 +249,7 @@ func (r *Reader) emit(rec Record, read time.Time) {
 		t = r.boot.Add(rec.Monotonic)
 	}
 	r.emitted.Add(1)
-	r.emitLine(logline.Line{Source: logline.Kmsg, Text: rec.Message, Time: t})
+	r.emitLine(logline.Line{Source: logline.Kmsg, Origin: rec.Origin(), Text: rec.Message, Time: t})
 }
 
 func (r *Reader) report(err error) {

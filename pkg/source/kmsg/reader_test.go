@@ -145,13 +145,23 @@ func TestRegularFile(t *testing.T) {
 		"4,987,123456,-;watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [java:4242]\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n"+
 		"garbage\n"+
 		"also garbage\n"+
-		"3,988,2000000,-;EXT4-fs (nvme1n1): I/O error \\x5c\n")
+		"3,988,2000000,-;EXT4-fs (nvme1n1): I/O error \\x5c\n"+
+		// What `echo MSG > /dev/kmsg` and `echo "<28>MSG" > /dev/kmsg` leave:
+		// the kernel forces a user-space facility (LOG_USER, or the one the
+		// writer named, never 0) onto the level.
+		"12,989,2500000,-;cgroup: fork rejected by pids controller in /system.slice/kubelet.service\n"+
+		"28,990,2600000,-;cgroup: fork rejected by pids controller in /system.slice/containerd.service\n")
+	kernel := logline.Origin{Kernel: true}
 	want := []logline.Line{
-		{Source: logline.Kmsg, Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+		{Source: logline.Kmsg, Origin: kernel, Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
 			Time: time.Unix(btime, 0).Add(5678901 * time.Microsecond)},
-		{Source: logline.Kmsg, Text: "watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [java:4242]",
+		{Source: logline.Kmsg, Origin: kernel, Text: "watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [java:4242]",
 			Time: time.Unix(btime, 0).Add(123456 * time.Microsecond)},
-		{Source: logline.Kmsg, Text: `EXT4-fs (nvme1n1): I/O error \`, Time: time.Unix(btime, 2e9)},
+		{Source: logline.Kmsg, Origin: kernel, Text: `EXT4-fs (nvme1n1): I/O error \`, Time: time.Unix(btime, 2e9)},
+		{Source: logline.Kmsg, Origin: logline.Origin{Facility: 1}, Text: "cgroup: fork rejected by pids controller in /system.slice/kubelet.service",
+			Time: time.Unix(btime, 25e8)},
+		{Source: logline.Kmsg, Origin: logline.Origin{Facility: 3}, Text: "cgroup: fork rejected by pids controller in /system.slice/containerd.service",
+			Time: time.Unix(btime, 26e8)},
 	}
 	for _, w := range want {
 		if got := rn.next(); got != w {

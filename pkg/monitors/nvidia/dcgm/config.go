@@ -25,8 +25,9 @@ type Config struct {
 	// host's), agent, or host. The agent's needs DCGM's libraries beside it
 	// (an agent image that ships the datacenter-gpu-manager package). The
 	// host's (DCGM's packages on the node) is looked up under the host root
-	// and run inside it (chroot), with the host's libraries; it runs only
-	// when root owns it and its directories and nobody else can write them.
+	// and run inside it (chroot), with the host's libraries. Either runs
+	// only when it and what it loads (loader, libraries, the directories on
+	// the way) are root's alone; else nothing runs.
 	DcgmiFrom ToolFrom `json:"dcgmiFrom,omitempty"`
 	// HostEngine is the nv-hostengine dcgmi connects to (its --host):
 	// host, host:port, or unix:///path for a socket, a path in the

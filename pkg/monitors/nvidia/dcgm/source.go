@@ -179,11 +179,13 @@ func (s *Source) unavailable(cause error) ([]Finding, error) {
 		return []Finding{{Reason: health.ReasonDCGMError, Severity: health.Fatal, Message: textcut.Ellipsis(msg, maxMessage)}}, nil
 	}
 	switch {
-	case logged == cause.Error():
 	case errors.Is(cause, ErrRefused):
-		// Someone put a dcgmi where others can write: say so where
-		// operators look, not only in the debug log.
-		s.log.Info("DCGM not in use on this node: the host's dcgmi is not run", "reason", cause.Error())
+		// Someone put a dcgmi where others can write, or something it
+		// loads: an error of the check, which the agent reports where
+		// operators look (an UntrustedHostTool event on the Node) until it
+		// is fixed — not only in the debug log.
+		return nil, cause
+	case logged == cause.Error():
 	default:
 		s.log.V(1).Info("DCGM not in use on this node: its checks write nothing until a host engine answers", "reason", cause.Error())
 	}
