@@ -41,9 +41,13 @@ const startValues = `agent:
 
 // scenarioValues shorten the agent's check intervals so each scenario
 // takes seconds; the first minute runs on the chart's default intervals
-// (the idle resource figures are measured there).
-const scenarioValues = `agent:
+// (the idle resource figures are measured there). The journal the agent
+// reads is the one testProvenance runs (journalNamespace): the machine has
+// no journald of its own.
+var scenarioValues = `agent:
   config:
+    sources:
+      journal: {directory: ` + journalDir() + `}
     monitors:
       kernel: {checkInterval: 5s}
       containerRuntime: {checkInterval: 2s}
@@ -92,7 +96,7 @@ func TestRealNode(t *testing.T) {
 		{"idle resource use within the chart's requests and limits", testIdleResources},
 		{"scenario values reach the agent without a restart", testUpgradeValues},
 		{"no lost writes between kubelet and agent", testNoLostWrites},
-		{"kernel line in /dev/kmsg turns KernelReady False and it recovers", testKmsg},
+		{"forged kernel and journal lines move nothing; the kernel's own pids line turns KernelReady False, and it recovers", testProvenance},
 		{"containerd stopped and started again", testRuntimeRestart},
 		{"kubectl mend logs through the real kubelet", testMendLogs},
 		{"a reboot order runs the test hook, not a reboot", testRebootHook},

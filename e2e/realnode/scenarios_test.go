@@ -339,35 +339,6 @@ func changed(a, b snapshot, types []corev1.NodeConditionType) bool {
 	return false
 }
 
-// testKmsg writes a line unique to this run to the real /dev/kmsg: the
-// kernel's own pids-controller message for a host cgroup, a Fatal
-// ForkFailedOutOfPIDs.
-func testKmsg(t *testing.T, n *node) {
-	ctx := context.Background()
-	n.waitCondition(ctx, t, "KernelReady", time.Minute, isStatus(corev1.ConditionTrue))
-	cg := fmt.Sprintf("/nodemend-e2e/run-%d", time.Now().UnixNano())
-	f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Now()
-	_, err = fmt.Fprintf(f, "<4>cgroup: fork rejected by pids controller in %s\n", cg)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, at := n.waitCondition(ctx, t, "KernelReady", time.Minute, func(c *corev1.NodeCondition) bool {
-		return c.Status == corev1.ConditionFalse && c.Reason == "ForkFailedOutOfPIDs" && strings.Contains(c.Message, cg)
-	})
-	t.Logf("FIGURE /dev/kmsg line → KernelReady=False (%s): %s", c.Reason, at.Sub(t0).Round(time.Millisecond))
-	_, back := n.waitCondition(ctx, t, "KernelReady", 2*time.Minute, isStatus(corev1.ConditionTrue))
-	rec := back.Sub(t0)
-	t.Logf("FIGURE KernelReady back to True after its 20s quiet period: %s after the line", rec.Round(time.Millisecond))
-	if rec < 20*time.Second {
-		t.Errorf("KernelReady recovered %s after the line, before its 20s quiet period", rec)
-	}
-}
-
 // testRuntimeRestart stops the containerd the script started: the agent
 // reports the runtime unresponsive within its threshold (3 checks of 2s,
 // each call bounded by 2s), its own container keeps running (the shim
