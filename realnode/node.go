@@ -171,7 +171,13 @@ func (l Layout) Start(ctx context.Context, o StartOptions) (phases []Phase, err 
 				"--hostname", "127.0.0.1", "--port", port, "--imdsv2", "--mock-delay-sec", "86400"); err != nil {
 				return err
 			}
-			return l.waitHTTP(ctx, "ec2-metadata-mock", "http://127.0.0.1:"+port+"/", nil)
+			// IMDSv2 answers a GET without a session token 401, so
+			// readiness is the session handshake the agent makes first.
+			return l.waitReady(ctx, "ec2-metadata-mock", func(ctx context.Context) *http.Request {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPut, "http://127.0.0.1:"+port+"/latest/api/token", nil)
+				req.Header.Set("X-aws-ec2-metadata-token-ttl-seconds", "60")
+				return req
+			}, nil)
 		}},
 		{"starting kube-proxy", func() error {
 			if _, err := l.startDaemon("kube-proxy", filepath.Join(o.Tools.KubeBin, "kube-proxy"), l.kubeProxyArgs()...); err != nil {
@@ -326,11 +332,20 @@ func (l Layout) waitAPIServer(ctx context.Context) (kubernetes.Interface, error)
 // waitHTTP polls url until it answers 200, for up to two minutes, failing
 // at once if the daemon exits.
 func (l Layout) waitHTTP(ctx context.Context, daemonName, url string, tlsc *tls.Config) error {
+	return l.waitReady(ctx, daemonName, func(ctx context.Context) *http.Request {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		return req
+	}, tlsc)
+}
+
+// waitReady sends probe's request until it is answered 200 OK, the daemon
+// exits, or two minutes pass.
+func (l Layout) waitReady(ctx context.Context, daemonName string, probe func(context.Context) *http.Request, tlsc *tls.Config) error {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc}}
 	deadline := time.Now().Add(2 * time.Minute)
 	var last string
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req := probe(ctx)
 		resp, err := hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
@@ -345,7 +360,7 @@ func (l Layout) waitHTTP(ctx context.Context, daemonName, url string, tlsc *tls.
 			return fmt.Errorf("%s exited: %s", daemonName, l.logTail(daemonName, 15))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s did not become healthy at %s in 2m (last: %s); %s", daemonName, url, last, l.logTail(daemonName, 10))
+			return fmt.Errorf("%s did not become healthy at %s %s in 2m (last: %s); %s", daemonName, req.Method, req.URL, last, l.logTail(daemonName, 10))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
