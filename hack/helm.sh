@@ -14,8 +14,11 @@ version="$(awk '$1=="helm.sh/helm/v4"{print $2}' "${here}/tools/go.mod")"
 dir="${NODEMEND_CACHE:-${HOME}/.cache/nodemend}/helm/helm-${version}_$(go env GOOS)-$(go env GOARCH)"
 bin="${dir}/helm"
 
+mkdir -p "${dir}"
+# One build at a time: a caller that starts while another builds waits for
+# that build and takes its binary instead of compiling helm again.
+[[ -x "${bin}" ]] || { exec 9>"${dir}/.lock"; flock 9; }
 if [[ ! -x "${bin}" ]]; then
-  mkdir -p "${dir}"
   echo "building helm ${version} into ${dir} — first time only, a few minutes on 2 cores" >&2
   start=$SECONDS
   # helm's own release build stamps its version this way; `helm version`

@@ -47,6 +47,15 @@ for bin in "${want[@]}"; do
   if [[ -x "${bin_dir}/${bin}" ]]; then
     continue
   fi
+  # One build of a binary at a time: callers that start together (test
+  # packages, helpers, a second make) wait for the first build and take
+  # its result instead of compiling the same thing again on the same cores.
+  exec 9>"${bin_dir}/.${bin}.lock"
+  flock 9
+  if [[ -x "${bin_dir}/${bin}" ]]; then
+    exec 9>&-
+    continue
+  fi
   echo "building ${bin} (${pkg}) into ${bin_dir} — first time only, a few minutes on 2 cores" >&2
   start=$(date +%s)
   ldflags="-s -w"
@@ -58,5 +67,6 @@ for bin in "${want[@]}"; do
   (cd "${here}/kubebin" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "${ldflags}" -o "${tmp}" "${pkg}") || { rm -f "${tmp}"; exit 1; }
   mv -f "${tmp}" "${bin_dir}/${bin}"
   echo "built ${bin} in $(( $(date +%s) - start ))s" >&2
+  exec 9>&-
 done
 echo "${bin_dir}"
