@@ -8,6 +8,8 @@ import "time"
 const (
 	// ReasonForkFailedOutOfPIDs: Host processes (kubelet, container runtime, systemd) cannot create processes or threads because the node ran out of PIDs or memory for new tasks.
 	ReasonForkFailedOutOfPIDs = "ForkFailedOutOfPIDs"
+	// ReasonPodsExhaustedPIDs: Host daemons (kubelet, container runtime, systemd) failed to create processes or threads while the node's pods held most of its tasks: the workloads exhausted the node's PIDs. The node recovers when they go, so it is not condemned (a tenant's fork bomb would otherwise condemn node after node); the kubelet's pod PID limit (podPidsLimit) and its PID eviction protect the node.
+	ReasonPodsExhaustedPIDs = "PodsExhaustedPIDs"
 	// ReasonSoftLockup: A CPU was stuck in kernel mode without scheduling for longer than the watchdog threshold.
 	ReasonSoftLockup = "SoftLockup"
 	// ReasonAppBlocked: A task was blocked in uninterruptible sleep for longer than the hung-task timeout.
@@ -363,7 +365,12 @@ func reasons() []Reason {
 			Name: "ForkFailedOutOfPIDs", Condition: "KernelReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
 			Description: "Host processes (kubelet, container runtime, systemd) cannot create processes or threads because the node ran out of PIDs or memory for new tasks.",
-			Detects:     "kubelet/containerd journal lines such as \"fork/exec ...: resource temporarily unavailable\" or \"runtime: failed to create new OS thread\", and kernel \"fork rejected by pids controller\" for a cgroup outside /kubepods. A pod reaching its own pids limit is the workload's problem and is not reported.",
+			Detects:     "kubelet/containerd journal lines such as \"fork/exec ...: resource temporarily unavailable\" or \"runtime: failed to create new OS thread\", and kernel \"fork rejected by pids controller\" for a cgroup outside /kubepods. A pod reaching its own pids limit is the workload's problem and is not reported, nor is a host daemon's failure while the pods hold most of the node's tasks (PodsExhaustedPIDs).",
+		},
+		{
+			Name: "PodsExhaustedPIDs", Condition: "KernelReady", Severity: "Warning", Source: "log",
+			Description: "Host daemons (kubelet, container runtime, systemd) failed to create processes or threads while the node's pods held most of its tasks: the workloads exhausted the node's PIDs. The node recovers when they go, so it is not condemned (a tenant's fork bomb would otherwise condemn node after node); the kubelet's pod PID limit (podPidsLimit) and its PID eviction protect the node.",
+			Detects:     "the journal lines of ForkFailedOutOfPIDs while the pods' cgroup (kubepods, pids.current) holds more than half of the node's tasks (/proc/loadavg)",
 		},
 		{
 			Name: "SoftLockup", Condition: "KernelReady", Severity: "Warning", Source: "log",
@@ -673,7 +680,7 @@ func reasons() []Reason {
 			Name: "FilesystemNotWritable", Condition: "StorageReady", Severity: "Fatal", Source: "check",
 			Threshold:   &Threshold{Default: 2, Unit: "consecutive checks"},
 			Description: "The agent cannot write and fsync a tiny file in its own probe directory, or the write hangs.",
-			Detects:     "a periodic write + fsync + remove of a small file under /var/lib/nodemend/probe, bounded by a timeout; EROFS, EIO or a probe still blocked count, a full disk does not",
+			Detects:     "a periodic write + fsync + remove of a small file under /var/lib/nodemend/probe, bounded by a timeout; EROFS, EIO or a probe still blocked while its block device completes no I/O (/sys/dev/block/MAJ:MIN/stat) count; a full disk, or a hang on a device still completing I/O (congestion, which a workload can cause), does not",
 		},
 		{
 			Name: "FilesystemShutdown", Condition: "StorageReady", Severity: "Fatal", Source: "log",

@@ -105,12 +105,19 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	if u := match.Line.Unit; match.Line.Source != logline.Kmsg && u != "" && !strings.HasPrefix(msg, u+": ") {
 		msg = u + ": " + msg
 	}
-	return []monitor.Finding{{
+	f := monitor.Finding{
 		Reason:   match.Reason,
 		Message:  msg,
 		Observed: match.Line.Time,
 		Subject:  subject(match),
-	}}
+	}
+	if judgedByHolders(match) {
+		// Two small reads, only for a host daemon's fork failure (rare):
+		// who holds the tasks must be read while the failure lasts.
+		h, ok := m.readTaskHolders()
+		f = blameForkFailure(f, h, ok)
+	}
+	return []monitor.Finding{f}
 }
 
 // subject picks what a log finding is about, so that events about different

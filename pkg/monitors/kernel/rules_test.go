@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -441,5 +442,53 @@ func TestMonitorName(t *testing.T) {
 	}
 	if got := newTestMonitor(t).Name(); got != Name {
 		t.Fatalf("Name() = %q", got)
+	}
+}
+
+// A host daemon's fork failure is a node fault unless the pods hold most
+// of the node's tasks when it is read: then a pod exhausted the node's
+// PIDs (a tenant's fork bomb without podPidsLimit), a Warning, whichever
+// cgroup driver and version the node runs. The kernel's own pids line for
+// a host cgroup is not judged: the pods cannot put tasks there.
+func TestForkFailureWhilePodsHoldTheTasksIsTheWorkloads(t *testing.T) {
+	kubelet := journal("kubelet.service", `E0314 09:26:53.123456    1034 mount_linux.go:282] "Mount failed" err="fork/exec /usr/bin/mount: resource temporarily unavailable"`)
+	hostCgroup := kmsg("cgroup: fork rejected by pids controller in /system.slice/kubelet.service")
+	for _, tc := range []struct {
+		name     string
+		pidsFile string // relative to the host root; "" writes none
+		pods     string
+		line     logline.Line
+		want     string
+	}{
+		{"cgroup v2, systemd driver, pods hold most", "sys/fs/cgroup/kubepods.slice/pids.current", "4190000", kubelet, health.ReasonPodsExhaustedPIDs},
+		{"cgroup v2, cgroupfs driver, pods hold most", "sys/fs/cgroup/kubepods/pids.current", "4190000", kubelet, health.ReasonPodsExhaustedPIDs},
+		{"cgroup v1, systemd driver, pods hold most", "sys/fs/cgroup/pids/kubepods.slice/pids.current", "4190000\n", kubelet, health.ReasonPodsExhaustedPIDs},
+		{"cgroup v1, cgroupfs driver, pods hold most", "sys/fs/cgroup/pids/kubepods/pids.current", "4190000", kubelet, health.ReasonPodsExhaustedPIDs},
+		{"pods hold few: the host's own failure", "sys/fs/cgroup/kubepods.slice/pids.current", "1200", kubelet, health.ReasonForkFailedOutOfPIDs},
+		{"exactly half is not most", "sys/fs/cgroup/kubepods.slice/pids.current", "2097152", kubelet, health.ReasonForkFailedOutOfPIDs},
+		{"no pids controller to ask: a node fault", "", "", kubelet, health.ReasonForkFailedOutOfPIDs},
+		{"an unreadable count: a node fault", "sys/fs/cgroup/kubepods.slice/pids.current", "max", kubelet, health.ReasonForkFailedOutOfPIDs},
+		{"the kernel's line for a host cgroup is not judged", "sys/fs/cgroup/kubepods.slice/pids.current", "4190000", hostCgroup, health.ReasonForkFailedOutOfPIDs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := hostroot.New(t).WithProc()
+			root.WriteFile("proc/loadavg", "80.00 75.00 70.00 9/4194304 4194300\n")
+			if tc.pidsFile != "" {
+				root.WriteFile(tc.pidsFile, tc.pods)
+			}
+			m := New(monitor.Env{HostRoot: root.Path("")}, Options{Timex: fixedTimex{}})
+			mt, err := rules.Compile(m.Rules())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := interpretAll(m, mt, tc.line)
+			if len(got) != 1 || got[0].Reason != tc.want {
+				t.Fatalf("findings %+v, want one %s", got, tc.want)
+			}
+			if r, _ := health.LookupReason(got[0].Reason); tc.want == health.ReasonPodsExhaustedPIDs &&
+				(r.Severity != health.Warning || !strings.Contains(got[0].Message, "pods hold 4190000 of the node's 4194304 tasks")) {
+				t.Errorf("%s is %s, message %q", got[0].Reason, r.Severity, got[0].Message)
+			}
+		})
 	}
 }

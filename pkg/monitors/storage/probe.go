@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +30,10 @@ var probePayload = []byte("nodemend write probe\n")
 type probeState struct {
 	failures int
 	since    time.Time
+	// ios is the I/O requests the probe directory's block device had
+	// completed at the last hung check (iosKnown when it could be read).
+	ios      uint64
+	iosKnown bool
 }
 
 // probeOutcome classifies one probe.
@@ -41,6 +47,11 @@ const (
 	// probeFull: no space or quota left. Not this reason's fault: a full
 	// disk is FilesystemNearFull's, and the kubelet's eviction's.
 	probeFull
+	// probeHung: the write or fsync has not returned. A fault only when
+	// the device completes no I/O meanwhile (see evalProbe): a device
+	// that does is congested, which any workload that writes enough can
+	// cause, not dead.
+	probeHung
 )
 
 func (m *Monitor) runWriteProbe(ctx context.Context) ([]monitor.Finding, error) {
@@ -62,13 +73,78 @@ func (m *Monitor) runWriteProbe(ctx context.Context) ([]monitor.Finding, error) 
 	if err != nil {
 		return nil, err
 	}
+	var dev deviceIOs
+	if outcome == probeHung {
+		dev.n, dev.ok = m.probeDeviceIOs(ctx)
+	}
 	thr := m.countThreshold(health.ReasonFilesystemNotWritable)
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var fs []monitor.Finding
-	m.probe, fs = evalProbe(m.probe, outcome, detail, m.opts.ProbeDir, thr, now)
+	m.probe, fs = evalProbe(m.probe, outcome, detail, dev, m.opts.ProbeDir, thr, now)
 	return fs, nil
+}
+
+// deviceIOs is a reading of a block device's completed I/O requests.
+type deviceIOs struct {
+	n  uint64
+	ok bool
+}
+
+// probeDeviceTimeout bounds the reads of the mount table and the device's
+// statistics while the probe hangs (sysfs and procfs, which do not wait
+// on the disk).
+const probeDeviceTimeout = time.Second
+
+// probeDeviceIOs reads the I/O requests completed by the block device that
+// holds the probe directory (/sys/dev/block/MAJ:MIN/stat: reads, writes and
+// flushes completed). ok is false for a filesystem without a block device
+// (tmpfs, overlay, NFS) or when it cannot be read.
+func (m *Monitor) probeDeviceIOs(ctx context.Context) (uint64, bool) {
+	n, err := bounded.Run(ctx, &m.probeDevGuard, "reading the probe device's statistics", probeDeviceTimeout, func() (uint64, error) {
+		data, err := os.ReadFile(m.hostPath(mountinfoPath))
+		if err != nil {
+			return 0, err
+		}
+		mounts, err := parseMountinfo(data)
+		if err != nil {
+			return 0, err
+		}
+		i := coveringMount(mounts, filepath.Clean(m.opts.ProbeDir))
+		if i < 0 || mounts[i].Major == 0 {
+			return 0, errors.New("no block device")
+		}
+		stat, err := os.ReadFile(m.hostPath(fmt.Sprintf("sys/dev/block/%d:%d/stat", mounts[i].Major, mounts[i].Minor)))
+		if err != nil {
+			return 0, err
+		}
+		return parseCompletedIOs(stat)
+	})
+	return n, err == nil
+}
+
+// parseCompletedIOs sums the completed reads (field 1), writes (field 5)
+// and, where the kernel has them (4.18+), flushes (field 16) of a block
+// device's stat file (Documentation/block/stat.rst).
+func parseCompletedIOs(stat []byte) (uint64, error) {
+	f := strings.Fields(string(stat))
+	if len(f) < 11 {
+		return 0, fmt.Errorf("block device stat has %d fields, want at least 11", len(f))
+	}
+	idx := []int{0, 4}
+	if len(f) >= 17 {
+		idx = append(idx, 15)
+	}
+	var sum uint64
+	for _, i := range idx {
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("block device stat field %d: %w", i+1, err)
+		}
+		sum += v
+	}
+	return sum, nil
 }
 
 // writeProbe creates dir (0700) if needed, writes a small file in it,
@@ -130,7 +206,7 @@ func classifyProbe(err error, timeout time.Duration) (probeOutcome, string, erro
 	case err == nil:
 		return probeOK, "", nil
 	case errors.As(err, &stuck):
-		return probeFault, fmt.Sprintf("the write and fsync have not returned since %s (timeout %v)", stuck.Since.UTC().Format(time.RFC3339), timeout), nil
+		return probeHung, fmt.Sprintf("the write and fsync have not returned since %s (timeout %v)", stuck.Since.UTC().Format(time.RFC3339), timeout), nil
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return probeFull, "", nil
 	case errors.Is(err, unix.EROFS), errors.Is(err, unix.EIO), errors.Is(err, unix.EUCLEAN), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO), errors.Is(err, unix.ESHUTDOWN):
@@ -152,11 +228,30 @@ func errnoText(err error) string {
 // evalProbe reports FilesystemNotWritable after threshold consecutive failed
 // probes. The message names when the failures began and the errno, so it
 // does not change while the fault lasts.
-func evalProbe(prev probeState, o probeOutcome, detail, dir string, threshold int, now time.Time) (probeState, []monitor.Finding) {
-	if o != probeFault {
+//
+// A hung probe counts as a failure only while the probe directory's device
+// completes no I/O: one that completed requests since the last hung check
+// is congested — a workload writing enough to the node's disk makes a
+// small fsync wait minutes behind its writeback, and recovers when the
+// workload goes — so it starts the count over (IODelays reports the
+// congestion). A device the probe cannot see (no block device, unreadable
+// statistics) counts every hang, as before.
+func evalProbe(prev probeState, o probeOutcome, detail string, dev deviceIOs, dir string, threshold int, now time.Time) (probeState, []monitor.Finding) {
+	switch o {
+	case probeFault:
+	case probeHung:
+		progressed := dev.ok && prev.iosKnown && dev.n != prev.ios
+		if progressed {
+			return probeState{ios: dev.n, iosKnown: true}, nil
+		}
+		if dev.ok && prev.iosKnown {
+			detail += ", and its device completed no I/O since the last check"
+		}
+	default:
 		return probeState{}, nil
 	}
 	next := prev
+	next.ios, next.iosKnown = dev.n, dev.ok
 	if next.failures == 0 {
 		next.since = now
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,7 +200,7 @@ func TestClassifyProbe(t *testing.T) {
 		{pathErr(unix.EDQUOT), probeFull, "", false},
 		{pathErr(unix.EACCES), probeOK, "", true},
 		{pathErr(unix.ENOTDIR), probeOK, "", true},
-		{&bounded.StuckError{What: "w", Since: t0}, probeFault, "have not returned since 2026-03-14T09:26:53Z (timeout 10s)", false},
+		{&bounded.StuckError{What: "w", Since: t0}, probeHung, "have not returned since 2026-03-14T09:26:53Z (timeout 10s)", false},
 	} {
 		o, detail, err := classifyProbe(tc.err, 10*time.Second)
 		if o != tc.want || (err != nil) != tc.wantErr || !strings.Contains(detail, tc.detail) {
@@ -208,5 +209,78 @@ func TestClassifyProbe(t *testing.T) {
 	}
 	if !errors.Is(pathErr(unix.EROFS), unix.EROFS) {
 		t.Fatal("errno wrapping")
+	}
+}
+
+// TestHungProbeOnACongestedDeviceIsNotAFault: a probe that hangs while the
+// probe directory's device keeps completing I/O is behind a workload's
+// writeback (any pod that writes enough can cause it), not on a dead disk:
+// no FilesystemNotWritable however long it lasts. When the device stops
+// completing requests, two checks without progress make the finding, and
+// its message says so.
+func TestHungProbeOnACongestedDeviceIsNotAFault(t *testing.T) {
+	root := hostroot.New(t).WithMounts()
+	// The root filesystem (259:1, nvme0n1p1) holds /var/lib/nodemend/probe.
+	statFile := "sys/dev/block/259:1/stat"
+	completed := uint64(1000)
+	writeStat := func() {
+		// Linux 5.5+: 17 fields; reads 1, writes 5, flushes 16.
+		root.WriteFile(statFile, fmt.Sprintf("%8d 0 2000 300 %8d 0 9000 4000 1 5000 9000 0 0 0 0 %d 70\n", completed, completed*2, completed/10))
+	}
+	writeStat()
+	clk := clocktesting.NewFakePassiveClock(t0)
+	m := New(testEnv(root, clk, nil), Options{ProbeTimeout: 50 * time.Millisecond})
+	release := make(chan struct{})
+	defer close(release)
+	m.writeProbe = func(string) error { <-release; return nil }
+	run := func() []string {
+		t.Helper()
+		fs, err := runCheck(t, m, "storage-write-probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.SetTime(clk.Now().Add(30 * time.Second))
+		var got []string
+		for _, f := range fs {
+			got = append(got, f.Message)
+		}
+		return got
+	}
+	for i := range 6 {
+		if fs := run(); len(fs) != 0 {
+			t.Fatalf("check %d, device completing I/O: %q", i, fs)
+		}
+		completed += 37
+		writeStat()
+	}
+	// The device stops: the first check still sees the last progress, the
+	// next two see none.
+	run()
+	if fs := run(); len(fs) != 0 {
+		t.Fatalf("one check without progress: %q", fs)
+	}
+	fs := run()
+	if len(fs) != 1 || !strings.Contains(fs[0], "the write and fsync have not returned since") ||
+		!strings.Contains(fs[0], "and its device completed no I/O since the last check") {
+		t.Fatalf("device stopped: %q", fs)
+	}
+}
+
+func TestParseCompletedIOs(t *testing.T) {
+	for _, tc := range []struct {
+		name, stat string
+		want       uint64
+		err        bool
+	}{
+		{"before 4.18: 11 fields", "  193 0 3924 88 27 12 320 19 0 96 107\n", 193 + 27, false},
+		{"4.18 to 5.4: 15 fields, discards", "193 0 3924 88 27 12 320 19 0 96 107 3 0 24 1\n", 193 + 27, false},
+		{"5.5 and later: 17 fields, flushes", "193 0 3924 88 27 12 320 19 0 96 107 3 0 24 1 40 5\n", 193 + 27 + 40, false},
+		{"too short", "1 2 3\n", 0, true},
+		{"not a number", "x 0 3924 88 27 12 320 19 0 96 107\n", 0, true},
+	} {
+		got, err := parseCompletedIOs([]byte(tc.stat))
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%s: %d, %v", tc.name, got, err)
+		}
 	}
 }

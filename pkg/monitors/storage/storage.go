@@ -72,6 +72,8 @@ type Monitor struct {
 	opts Options
 
 	probeGuard, psiGuard, mountsGuard, spaceGuard, xfsGuard bounded.Guard
+	// probeDevGuard reads the probe device's statistics while it hangs.
+	probeDevGuard bounded.Guard
 	// writeProbe replaces the real probe in tests (a blocking fake).
 	writeProbe func(dir string) error
 
