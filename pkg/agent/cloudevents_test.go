@@ -18,7 +18,7 @@ import (
 // cloudAgent runs an agent on an EC2 node (its providerID says aws://)
 // whose metadata service is AWS's metadata mock started with args, the
 // cloud chosen from the providerID as --cloud-metadata=auto does.
-func cloudAgent(t *testing.T, args ...string) *running {
+func cloudAgent(t *testing.T, args ...string) (*running, *imdsmock.Mock) {
 	t.Helper()
 	mock, err := imdsmock.Start(args...)
 	if err != nil {
@@ -43,7 +43,7 @@ func cloudAgent(t *testing.T, args ...string) *running {
 			}
 			o.Cloud = cloud
 		})
-	return r
+	return r, mock
 }
 
 // TestScheduledEventsBecomeWarnings: the metadata mock's scheduled
@@ -51,7 +51,7 @@ func cloudAgent(t *testing.T, args ...string) *running {
 // registry's reasons, and KernelReady stays True.
 func TestScheduledEventsBecomeWarnings(t *testing.T) {
 	t.Run("retirement", func(t *testing.T) {
-		r := cloudAgent(t, "events", "--code", "instance-retirement", "--state", "active",
+		r, _ := cloudAgent(t, "events", "--code", "instance-retirement", "--state", "active",
 			"--not-before", time.Now().Add(48*time.Hour).UTC().Format(time.RFC3339))
 		ev := r.waitEvent(health.ReasonScheduledMaintenance)
 		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "instance-retirement") || !strings.Contains(ev.Message, "instance-event-") {
@@ -60,7 +60,7 @@ func TestScheduledEventsBecomeWarnings(t *testing.T) {
 		r.waitNode("KernelReady True", is(health.KernelReady, corev1.ConditionTrue, "KernelIsReady"))
 	})
 	t.Run("spot", func(t *testing.T) {
-		r := cloudAgent(t, "spot", "--action", "terminate")
+		r, _ := cloudAgent(t, "spot", "--action", "terminate")
 		ev := r.waitEvent(health.ReasonSpotInterruption)
 		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "terminated at") {
 			t.Errorf("event %s %q", ev.Type, ev.Message)
@@ -72,9 +72,17 @@ func TestScheduledEventsBecomeWarnings(t *testing.T) {
 // TestNoEventsNoWarnings: before the mock's trigger time there is no
 // event, and no Warning.
 func TestNoEventsNoWarnings(t *testing.T) {
-	r := cloudAgent(t, "--mock-delay-sec", "3600")
+	r, mock := cloudAgent(t, "--mock-delay-sec", "3600")
 	r.waitNode("KernelReady True", is(health.KernelReady, corev1.ConditionTrue, "KernelIsReady"))
-	time.Sleep(3 * time.Second) // three check periods
+	// Three checks of both notices, counted at the mock: an absence of
+	// events means something only once the agent has looked.
+	deadline := time.Now().Add(15 * time.Second)
+	for mock.Requests("latest/meta-data/events/maintenance/scheduled") < 3 || mock.Requests("latest/meta-data/spot/instance-action") < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not check the metadata service three times in 15s:\n%s", mock.Output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, reason := range []string{health.ReasonScheduledMaintenance, health.ReasonSpotInterruption} {
 		evs, err := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + r.node + ",reason=" + reason})
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -95,6 +96,13 @@ func (m *Mock) Output() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.out.String()
+}
+
+// Requests counts the GETs of path (no leading slash) the mock has logged:
+// it logs every request it validates, so a test can wait for the agent's
+// checks to have happened instead of sleeping for their period.
+func (m *Mock) Requests(path string) int {
+	return strings.Count(m.Output(), "Received request: &{GET /"+path+" ")
 }
 
 // Stop kills the mock.
