@@ -27,7 +27,7 @@ var cluster *sim.Sim
 // agentConfig is the simulation's default (which ends in its reasons:
 // section) with a short quiet period for the reason the flapping-fault
 // test injects.
-const agentConfig = sim.DefaultAgentConfig + `  ForkFailedOutOfPIDs: {quietPeriod: 4s}
+const agentConfig = sim.DefaultAgentConfig + `  ForkFailedOutOfPIDs: {quietPeriod: 1m}
 `
 
 func TestMain(m *testing.M) {

@@ -29,14 +29,14 @@ import (
 )
 
 // startValues are installed with the chart: the kernel scenario's reason
-// recovers 20s after its line instead of 45m. The agent replays the last
+// recovers 1m (the agent's floor) after its line instead of 45m. The agent replays the last
 // 10 minutes of /dev/kmsg when it starts, so a run soon after another sees
 // that run's line again: with this quiet period it has long lapsed, and the
 // line each run writes is unique to it.
 const startValues = `agent:
   config:
     reasons:
-      ForkFailedOutOfPIDs: {quietPeriod: 20s}
+      ForkFailedOutOfPIDs: {quietPeriod: 1m}
 `
 
 // scenarioValues shorten the agent's check intervals so each scenario

@@ -37,10 +37,20 @@ type ReasonConfig struct {
 	// Threshold replaces the reason's default threshold (in the registry's unit).
 	Threshold *float64 `json:"threshold,omitempty"`
 	// QuietPeriod replaces the recovery quiet period of a Fatal log-derived
-	// reason. Keep it longer than the repair toleration of its condition, or
-	// a flapping fault may never be repaired.
+	// reason: at least 1m. Keep it longer than the repair toleration of its
+	// condition, or a flapping fault may never be repaired.
 	QuietPeriod *monitor.Duration `json:"quietPeriod,omitempty"`
 }
+
+// MinQuietPeriod is the shortest quiet period a reason may be given. A
+// log-derived fault is only repaired if it stays reported for its repair
+// toleration, and the controller compares policies with the registry's
+// quiet periods, not with this file's: below a minute a fault recovers
+// before any toleration a fleet uses (the defaults are 10 and 30 minutes)
+// and before a repair's own steps (drain slots, the gate's re-check) come
+// round, so it would never be repaired, silently. A minute still lets a
+// test or a simulation run a repair in seconds-scale policies' time.
+const MinQuietPeriod = time.Minute
 
 // Sources configures the log sources.
 type Sources struct {
@@ -188,8 +198,9 @@ func validateReasonOverride(name string, rc ReasonConfig) []error {
 				why = "no member of this family is log-derived"
 			}
 			errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: only log-derived reasons have a quiet period; %s", name, why))
-		case rc.QuietPeriod.Duration < time.Second:
-			errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: %v is below the 1s minimum", name, rc.QuietPeriod.Duration))
+		case rc.QuietPeriod.Duration < MinQuietPeriod:
+			errs = append(errs, fmt.Errorf("reasons.%s.quietPeriod: %v is shorter than the %v floor: a log-derived fault must stay reported long enough for a repair toleration to pass, or it is never repaired (docs/agent-config.md)",
+				name, rc.QuietPeriod.Duration, MinQuietPeriod))
 		}
 	}
 	if rc.Threshold != nil {

@@ -64,6 +64,8 @@ func TestParseRejects(t *testing.T) {
 		"threshold on none":  {"reasons:\n  SoftLockup: {threshold: 3}\n", "this reason has no threshold"},
 		"negative threshold": {"reasons:\n  ApproachingKernelPidMax: {threshold: -1}\n", "must be positive"},
 		"quiet on check":     {"reasons:\n  PodStuckTerminating: {quietPeriod: 1m}\n", "only log-derived reasons have a quiet period"},
+		"quiet below floor":  {"reasons:\n  ForkFailedOutOfPIDs: {quietPeriod: 59s}\n", "reasons.ForkFailedOutOfPIDs.quietPeriod: 59s is shorter than the 1m0s floor"},
+		"family quiet 1s":    {"reasons:\n  NvidiaXIDError: {quietPeriod: 1s}\n", "reasons.NvidiaXIDError.quietPeriod: 1s is shorter than the 1m0s floor"},
 		"bad duration":       {"monitors:\n  kernel:\n    checkInterval: soon\n", "invalid duration"},
 		"tiny interval":      {"monitors:\n  kernel:\n    checkInterval: 10ms\n", "below the 1s minimum"},
 		"journal mode":       {"sources:\n  journal:\n    mode: syslog\n", `"syslog" is not journalctl, file or off`},

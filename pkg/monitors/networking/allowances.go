@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/safchain/ethtool"
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/pkg/health"
@@ -101,12 +100,7 @@ func (m *Monitor) runAllowances(ctx context.Context) ([]monitor.Finding, error) 
 // readAllowances reads the allowance counters of every watched interface
 // that has them (ENA interfaces; other drivers have none).
 func (m *Monitor) readAllowances() (map[counterKey]uint64, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
-	}
-	links, err := linkList(h)
-	h.Close()
+	links, err := linkList()
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +111,7 @@ func (m *Monitor) readAllowances() (map[counterKey]uint64, error) {
 	defer r.Close()
 	cur := map[counterKey]uint64{}
 	for _, l := range links {
-		if l.Loopback || m.exclude.MatchString(l.Name) {
+		if l.Loopback || m.exclude.excludes(l) {
 			continue
 		}
 		stats, err := r.Stats(l.Name)

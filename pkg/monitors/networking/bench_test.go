@@ -3,7 +3,6 @@ package networking
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"testing"
 	"time"
 
@@ -61,7 +60,7 @@ func BenchmarkEvalInterfaces(b *testing.B) {
 		v.Name, v.AdminUp, v.Running = fmt.Sprintf("eni%011x", i), true, true
 		snap.Links = append(snap.Links, v)
 	}
-	ex := regexp.MustCompile(DefaultExcludeInterfaces)
+	ex := defaultExclusion()
 	var st ifaceState
 	b.ReportAllocs()
 	for b.Loop() {

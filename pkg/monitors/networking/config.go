@@ -3,6 +3,7 @@ package networking
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"nodemend.dev/nodemend/pkg/monitor"
@@ -20,6 +21,12 @@ type Config struct {
 	// InterfaceNotUp/InterfaceNotRunning do not watch; empty means the
 	// built-in list (veth*, cali*, lxc*, docker*, ...).
 	ExcludeInterfaces string `json:"excludeInterfaces,omitempty"`
+	// ExcludeLinkTypes are link types that InterfaceNotUp/InterfaceNotRunning
+	// do not watch, whatever the name: a kind as ip -d link prints it (gre,
+	// ipoib, vxlan) or a hardware type as ip link prints it after "link/"
+	// (infiniband, sit). Left out means the built-in list (InfiniBand, IP
+	// tunnels, overlays, virtual devices); [] means none.
+	ExcludeLinkTypes []string `json:"excludeLinkTypes,omitempty"`
 	// NetNS is the network namespace to inspect, a host path (e.g.
 	// /proc/1/ns/net when the agent pod does not use hostNetwork); empty
 	// means the agent's own.
@@ -41,7 +48,8 @@ type Config struct {
 // DefaultConfig is the section used when the file leaves keys out.
 func DefaultConfig() Config {
 	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Duration{Duration: DefaultPeriod}, ProbeTimeout: monitor.Duration{Duration: DefaultProbeTimeout},
-		DNSQueryName: DefaultDNSQueryName, KubeProxyHealthz: DefaultKubeProxyHealthz}
+		DNSQueryName: DefaultDNSQueryName, KubeProxyHealthz: DefaultKubeProxyHealthz,
+		ExcludeLinkTypes: slices.Clone(DefaultExcludeLinkTypes)}
 }
 
 // Validate checks the section.
@@ -55,6 +63,11 @@ func (c Config) Validate(path string) []error {
 	if c.ExcludeInterfaces != "" {
 		if _, err := regexp.Compile(c.ExcludeInterfaces); err != nil {
 			errs = append(errs, fmt.Errorf("%s.excludeInterfaces: %w", path, err))
+		}
+	}
+	for i, lt := range c.ExcludeLinkTypes {
+		if !ValidLinkType(lt) {
+			errs = append(errs, fmt.Errorf("%s.excludeLinkTypes[%d]: %q is not a link kind or hardware type as ip link prints them (e.g. gre, infiniband)", path, i, lt))
 		}
 	}
 	if c.DNSServer != "" && !monitor.HostPort(c.DNSServer, false) {
@@ -80,6 +93,7 @@ func (c Config) Options(pods PodLister) Options {
 		Period:                c.CheckInterval.Duration,
 		ProbeTimeout:          c.ProbeTimeout.Duration,
 		ExcludeInterfaces:     c.ExcludeInterfaces,
+		ExcludeLinkTypes:      c.ExcludeLinkTypes,
 		NetNS:                 c.NetNS,
 		DNSServer:             c.DNSServer,
 		DNSQueryName:          c.DNSQueryName,

@@ -1,6 +1,7 @@
 package networking
 
 import (
+	"regexp"
 	"testing"
 	"time"
 
@@ -20,3 +21,8 @@ var (
 		return monitortest.RunCheck(t, m, name)
 	}
 )
+
+// defaultExclusion is the monitor's exclusion with the defaults.
+func defaultExclusion() exclusion {
+	return exclusion{names: regexp.MustCompile(DefaultExcludeInterfaces), types: normalizeLinkTypes(DefaultExcludeLinkTypes)}
+}

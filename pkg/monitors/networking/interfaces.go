@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/pkg/health"
@@ -20,10 +20,14 @@ import (
 type linkInfo struct {
 	Name  string
 	Index int
-	// Kind is netlink's link type: "device" for a NIC (no IFLA_INFO_KIND),
-	// "veth", "bridge", "vxlan", ...
+	// Kind is the kernel's IFLA_INFO_KIND, as ip -d link prints it: "veth",
+	// "bridge", "vxlan", "gre", "ipoib", ...; "device" for a link without
+	// one (a NIC its driver registered).
 	Kind string
-	MAC  string
+	// HWType is the device's hardware type (ARPHRD), named as ip link
+	// prints it after "link/": "ether", "infiniband", "sit", "gre", ...
+	HWType string
+	MAC    string
 	// Loopback is IFF_LOOPBACK, AdminUp IFF_UP, Running IFF_RUNNING (the
 	// kernel sets it when the operational state is up: carrier present,
 	// lower layers up, not dormant).
@@ -69,15 +73,15 @@ func (m *Monitor) runInterfaces(ctx context.Context) ([]monitor.Finding, error) 
 // readNetSnapshot dumps links, addresses and the main routing table with a
 // netlink handle opened in the current thread's network namespace.
 func readNetSnapshot() (netSnapshot, error) {
+	links, err := linkList()
+	if err != nil {
+		return netSnapshot{}, err
+	}
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return netSnapshot{}, fmt.Errorf("netlink: %w", err)
 	}
 	defer h.Close()
-	links, err := linkList(h)
-	if err != nil {
-		return netSnapshot{}, err
-	}
 	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return netSnapshot{}, fmt.Errorf("netlink address dump: %w", err)
@@ -104,34 +108,85 @@ func readNetSnapshot() (netSnapshot, error) {
 	return snap, nil
 }
 
-// linkList dumps the links of the handle's namespace.
-func linkList(h *netlink.Handle) ([]linkInfo, error) {
-	ls, err := h.LinkList()
+// linkList dumps the links of the current thread's namespace. It reads the
+// RTM_NEWLINK messages itself rather than through Handle.LinkList: the
+// link's hardware type (ifinfomsg.ifi_type) and the kernel's own kind name
+// are in the message, and the typed links netlink builds keep neither
+// exactly (tun reads back as "tuntap", ARPHRD_IP6GRE as "unknown823").
+func linkList() ([]linkInfo, error) {
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(nl.RTEXT_FILTER_VF)))
+	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
 	if err != nil {
+		// A dump interrupted by a concurrent change is retried next period
+		// rather than judged on a partial list.
 		return nil, fmt.Errorf("netlink link dump: %w", err)
 	}
-	out := make([]linkInfo, 0, len(ls))
+	return linkInfos(msgs)
+}
+
+// linkInfos decodes RTM_NEWLINK messages (without their netlink header).
+func linkInfos(msgs [][]byte) ([]linkInfo, error) {
+	out := make([]linkInfo, 0, len(msgs))
 	ports := map[int]int{}
-	for _, l := range ls {
-		if m := l.Attrs().MasterIndex; m > 0 {
-			ports[m]++
+	for _, m := range msgs {
+		if len(m) < unix.SizeofIfInfomsg {
+			return nil, fmt.Errorf("netlink link dump: a message of %d bytes", len(m))
 		}
-	}
-	for _, l := range ls {
+		ifi := nl.DeserializeIfInfomsg(m)
+		l, err := netlink.LinkDeserialize(nil, m)
+		if err != nil {
+			return nil, fmt.Errorf("netlink link dump: %w", err)
+		}
+		kind, err := linkKind(m[unix.SizeofIfInfomsg:])
+		if err != nil {
+			return nil, fmt.Errorf("netlink link dump: %s: %w", l.Attrs().Name, err)
+		}
 		a := l.Attrs()
+		if a.MasterIndex > 0 {
+			ports[a.MasterIndex]++
+		}
 		out = append(out, linkInfo{
 			Name:      a.Name,
 			Index:     a.Index,
-			Kind:      l.Type(),
+			Kind:      kind,
+			HWType:    hardwareTypeName(ifi.Type),
 			MAC:       a.HardwareAddr.String(),
 			Loopback:  a.RawFlags&unix.IFF_LOOPBACK != 0,
 			AdminUp:   a.RawFlags&unix.IFF_UP != 0,
 			Running:   a.RawFlags&unix.IFF_RUNNING != 0,
 			OperState: a.OperState.String(),
-			Ports:     ports[a.Index],
 		})
 	}
+	for i := range out {
+		out[i].Ports = ports[out[i].Index]
+	}
 	return out, nil
+}
+
+// linkKind is IFLA_LINKINFO's IFLA_INFO_KIND in a link's attributes,
+// "device" when there is none.
+func linkKind(attrs []byte) (string, error) {
+	as, err := nl.ParseRouteAttr(attrs)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range as {
+		if a.Attr.Type&^unix.NLA_F_NESTED != unix.IFLA_LINKINFO {
+			continue
+		}
+		info, err := nl.ParseRouteAttr(a.Value)
+		if err != nil {
+			return "", err
+		}
+		for _, i := range info {
+			if i.Attr.Type == unix.IFLA_INFO_KIND {
+				return strings.TrimRight(string(i.Value), "\x00"), nil
+			}
+		}
+	}
+	return "device", nil
 }
 
 // isDefault reports whether dst is a default route's destination. netlink
@@ -170,9 +225,10 @@ const loopbackSubject = "lo"
 //   - InterfaceNotRunning for a watched link that is up without IFF_RUNNING
 //     (a bridge or bond without ports has no carrier by design: not a fault).
 //
-// Links matching exclude are not watched; loopbacks always are. A link that
-// disappears is forgotten: CNIs delete interfaces as a matter of course.
-func evalInterfaces(prev ifaceState, snap netSnapshot, exclude *regexp.Regexp, thr ifaceThresholds, now time.Time) (ifaceState, []monitor.Finding) {
+// Links exclude names or types are not watched; loopbacks always are. A
+// link that disappears is forgotten: CNIs delete interfaces as a matter of
+// course.
+func evalInterfaces(prev ifaceState, snap netSnapshot, exclude exclusion, thr ifaceThresholds, now time.Time) (ifaceState, []monitor.Finding) {
 	next := ifaceState{seenUp: map[string]bool{}, strikes: strikeMap{}}
 	var fs []monitor.Finding
 	hasLoopback := false
@@ -180,7 +236,7 @@ func evalInterfaces(prev ifaceState, snap netSnapshot, exclude *regexp.Regexp, t
 		if l.Loopback {
 			hasLoopback = true
 		}
-		if !l.Loopback && exclude != nil && exclude.MatchString(l.Name) {
+		if exclude.excludes(l) {
 			continue
 		}
 		if l.AdminUp || prev.seenUp[l.Name] {
@@ -234,6 +290,9 @@ func portless(l linkInfo) bool {
 // describeLink is the identifying detail of a link in messages.
 func describeLink(l linkInfo, seenUp bool) string {
 	parts := []string{"kind " + l.Kind}
+	if l.HWType != "" && l.HWType != "ether" && l.HWType != "loopback" {
+		parts = append(parts, "link/"+l.HWType)
+	}
 	if l.MAC != "" {
 		parts = append(parts, "MAC "+l.MAC)
 	}
@@ -252,13 +311,13 @@ func describeLink(l linkInfo, seenUp bool) string {
 // has a global address but the main table has no default route in either
 // family: the node cannot reach anything off its subnets. A namespace with
 // nothing but loopback is not expected to route anywhere.
-func evalDefaultRoute(snap netSnapshot, exclude *regexp.Regexp, now time.Time) []monitor.Finding {
+func evalDefaultRoute(snap netSnapshot, exclude exclusion, now time.Time) []monitor.Finding {
 	if snap.DefaultRoutes > 0 {
 		return nil
 	}
 	var addressed []string
 	for _, l := range snap.Links {
-		if l.Loopback || !l.AdminUp || !l.Running || len(l.Addresses) == 0 || exclude != nil && exclude.MatchString(l.Name) {
+		if l.Loopback || !l.AdminUp || !l.Running || len(l.Addresses) == 0 || exclude.excludes(l) {
 			continue
 		}
 		addressed = append(addressed, l.Name+" "+strings.Join(l.Addresses, ","))

@@ -2,7 +2,6 @@ package networking
 
 import (
 	"net"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +30,7 @@ func podVeth() linkInfo {
 }
 
 func TestEvalInterfaces(t *testing.T) {
-	defaultExclude := regexp.MustCompile(DefaultExcludeInterfaces)
+	defaultExclude := defaultExclusion()
 	thr := ifaceThresholds{NotUp: 2, NotRunning: 2, Loopback: 2}
 	down := func(l linkInfo) linkInfo { l.AdminUp, l.Running, l.OperState = false, false, "down"; return l }
 	noCarrier := func(l linkInfo) linkInfo { l.Running, l.OperState = false, "down"; return l }
@@ -133,7 +132,7 @@ func TestEvalInterfaces(t *testing.T) {
 // TestInterfaceMessageIsStable: the message of a standing Fatal fault must
 // not change between checks, or every check rewrites the condition.
 func TestInterfaceMessageIsStable(t *testing.T) {
-	ex := regexp.MustCompile(DefaultExcludeInterfaces)
+	ex := defaultExclusion()
 	l := ens5()
 	l.AdminUp, l.Running = false, false
 	var st ifaceState
@@ -156,22 +155,25 @@ func TestInterfaceMessageIsStable(t *testing.T) {
 }
 
 func TestDefaultExclusions(t *testing.T) {
-	ex := regexp.MustCompile(DefaultExcludeInterfaces)
+	ex := defaultExclusion()
 	for _, name := range []string{"veth1a2b3c", "cali8d7e6f5a4b3", "lxc_health", "lxc1234", "docker0", "br-0123abcd4567", "cni0",
-		"flannel.1", "vxlan.calico", "tunl0", "kube-ipvs0", "nodelocaldns", "ifb0", "cilium_host", "cilium_vxlan", "eni3f2a1b4c5d6", "vlan.eth.1"} {
-		if !ex.MatchString(name) {
+		"flannel.1", "vxlan.calico", "tunl0", "kube-ipvs0", "nodelocaldns", "ifb0", "cilium_host", "cilium_vxlan", "eni3f2a1b4c5d6", "vlan.eth.1",
+		// InfiniBand by name, as the EKS Node Monitoring Agent, and the
+		// fallback devices tunnel modules create in every namespace.
+		"ib0", "ib0.8001", "ibp26s0", "ibs2", "gre0", "gretap0", "erspan0", "ip6gre0", "ip6tnl0", "sit0", "ip_vti0", "ip6_vti0"} {
+		if !ex.names.MatchString(name) {
 			t.Errorf("%s should be excluded", name)
 		}
 	}
 	for _, name := range []string{"eth0", "ens5", "ens6", "enp0s3", "eno1", "bond0", "lo", "eni", "eth0.100", "mybridge"} {
-		if ex.MatchString(name) {
+		if ex.names.MatchString(name) {
 			t.Errorf("%s should be watched", name)
 		}
 	}
 }
 
 func TestEvalDefaultRoute(t *testing.T) {
-	ex := regexp.MustCompile(DefaultExcludeInterfaces)
+	ex := defaultExclusion()
 	for _, tc := range []struct {
 		name string
 		snap netSnapshot

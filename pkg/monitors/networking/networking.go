@@ -45,10 +45,13 @@ const (
 	// DefaultExcludeInterfaces are interface names InterfaceNotUp and
 	// InterfaceNotRunning do not watch: the host ends of pod interfaces and the
 	// devices CNIs, container engines and kube-proxy create and delete as they
-	// please. Anchored at both ends.
+	// please; InfiniBand ports by their names (ib*, as the EKS Node Monitoring
+	// Agent) and the kernel's tunnel fallback devices, which
+	// DefaultExcludeLinkTypes also recognises by type. Anchored at both ends.
 	DefaultExcludeInterfaces = `^(veth.*|cali.*|lxc.*|docker\d*|br-[0-9a-f]+|cni\d*|flannel.*|vxlan.*|tunl\d*|tun\d*|tap.*|` +
 		`kube-ipvs\d*|kube-bridge|nodelocaldns|ifb\d*|dummy\d*|cilium_.*|genev_sys_.*|eni[0-9a-f]{11}|vlan.*|` +
-		`weave|datapath|vethwe.*|virbr\d*.*|nerdctl\d*|podman\d*)$`
+		`weave|datapath|vethwe.*|virbr\d*.*|nerdctl\d*|podman\d*|` +
+		`ib.*|gre\d*|gretap\d*|erspan\d*|ip6gre\d*|ip6tnl\d*|sit\d*|ip_vti\d*|ip6_vti\d*)$`
 )
 
 // Options configure the monitor. Zero values take the defaults.
@@ -67,6 +70,10 @@ type Options struct {
 	// DefaultExcludeInterfaces. It is matched against the whole name only if
 	// it is anchored, like the default.
 	ExcludeInterfaces string
+	// ExcludeLinkTypes are the link kinds and hardware types
+	// InterfaceNotUp and InterfaceNotRunning do not watch, whatever the
+	// name; nil means DefaultExcludeLinkTypes, empty none.
+	ExcludeLinkTypes []string
 	// NetNS is the network namespace to inspect, as a host path read under
 	// Env.HostRoot (e.g. /proc/1/ns/net for an agent pod without
 	// hostNetwork, or /run/netns/NAME). "" means the agent's own.
@@ -98,7 +105,7 @@ type Monitor struct {
 	env     monitor.Env
 	opts    Options
 	ns      netNS
-	exclude *regexp.Regexp
+	exclude exclusion
 	// excludeErr is why ExcludeInterfaces did not compile; the interface
 	// check reports it instead of guessing.
 	excludeErr error
@@ -158,7 +165,11 @@ func New(env monitor.Env, opts Options) *Monitor {
 	if opts.NetNS != "" {
 		m.ns = netNS{path: filepath.Join(env.HostRoot, opts.NetNS)}
 	}
-	m.exclude, m.excludeErr = regexp.Compile(opts.ExcludeInterfaces)
+	if opts.ExcludeLinkTypes == nil {
+		opts.ExcludeLinkTypes = DefaultExcludeLinkTypes
+	}
+	m.exclude.types = normalizeLinkTypes(opts.ExcludeLinkTypes)
+	m.exclude.names, m.excludeErr = regexp.Compile(opts.ExcludeInterfaces)
 	if m.excludeErr != nil {
 		m.excludeErr = fmt.Errorf("invalid interface exclusion pattern %q: %w", opts.ExcludeInterfaces, m.excludeErr)
 	}
