@@ -13,9 +13,12 @@ import (
 
 // The controller's node lane, with only its ServiceAccount's token: it
 // writes its repair state (nodemend.dev/ annotations, the nodemend.dev/repair
-// taint) and deletes a node only once it handed it over (phase
-// Terminating); another component's labels, annotations or taints, the
-// human's veto and the rest of the spec are refused, whatever the patch.
+// taint, its quarantine's cordon) and nothing else on a Node; another
+// component's labels, annotations or taints, a person's acts and the rest of
+// the spec are refused, whatever the patch. Its destructive acts need the
+// evidence of the Node's status, which the test (as the kubelet and agent
+// would) writes: taint, cordon and delete only while a repair condition is
+// unhealthy, lift the cordon only once none is.
 func TestControllerWritesOnlyItsRepairStateOnNodes(t *testing.T) {
 	ctx := t.Context()
 	c := controllerClient(t)
@@ -27,6 +30,7 @@ func TestControllerWritesOnlyItsRepairStateOnNodes(t *testing.T) {
 	}
 	node = Must[*corev1.Node](t)(admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}))
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	setKernelReady(t, node.Name, corev1.ConditionTrue)
 
 	patch := func(pt types.PatchType, body string) error {
 		_, err := c.CoreV1().Nodes().Patch(ctx, node.Name, pt, []byte(body), metav1.PatchOptions{})
@@ -42,11 +46,13 @@ func TestControllerWritesOnlyItsRepairStateOnNodes(t *testing.T) {
 	})
 	Must[*corev1.Node](t)(admin.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/try":null}}}`), metav1.PatchOptions{}))
 
-	allowed("its phase annotation", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/repair-phase":"Draining"}}}`))
+	allowed("its repair record", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/repair-state":"{\"version\":1}"}}}`))
 	// The API server adds node.kubernetes.io/not-ready on create
 	// (TaintNodesByCondition): the node carries two foreign taints.
 	foreign := len(Must[*corev1.Node](t)(admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})).Spec.Taints)
-	allowed("its taint", patch(types.JSONPatchType, `[{"op":"add","path":"/spec/taints/-","value":{"key":"nodemend.dev/repair","effect":"NoSchedule"}}]`))
+	addTaint := `[{"op":"add","path":"/spec/taints/-","value":{"key":"nodemend.dev/repair","effect":"NoSchedule"}}]`
+	refused("its taint on a healthy node", patch(types.JSONPatchType, addTaint), "taints a Node for repair only while its status shows a repair condition unhealthy")
+	refused("deleting a node not under repair", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}), "deletes only a Node under repair")
 
 	refused("a label", patch(types.MergePatchType, `{"metadata":{"labels":{"karpenter.sh/nodepool":null}}}`), "may not change a Node's labels")
 	refused("another component's annotation", patch(types.MergePatchType, `{"metadata":{"annotations":{"example.com/owner":"me"}}}`),
@@ -55,29 +61,52 @@ func TestControllerWritesOnlyItsRepairStateOnNodes(t *testing.T) {
 		"may only write nodemend.dev/ annotations")
 	refused("a new foreign annotation", patch(types.MergePatchType, `{"metadata":{"annotations":{"example.com/new":"x"}}}`),
 		"may only write nodemend.dev/ annotations")
-	refused("lifting the human's veto", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/do-not-repair":null}}}`),
-		"not nodemend.dev/do-not-repair")
+	refused("lifting the person's veto", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/do-not-repair":null}}}`),
+		"may not set, change or remove nodemend.dev/do-not-repair | needs the permission veto")
+	refused("releasing the node", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/release":"me"}}}`),
+		"may only remove nodemend.dev/release and nodemend.dev/repair-now | needs the permission release")
+	refused("asking for its repair", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/repair-now":"me"}}}`),
+		"may only remove nodemend.dev/release and nodemend.dev/repair-now | needs the permission repair")
 	refused("removing another component's taint", patch(types.StrategicMergePatchType,
 		`{"spec":{"taints":[{"key":"nodemend.dev/repair","effect":"NoSchedule"}]}}`), "may only add or remove its own taint")
 	refused("adding another component's taint", patch(types.JSONPatchType,
 		`[{"op":"add","path":"/spec/taints/-","value":{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}}]`), "may only add or remove its own taint")
-	refused("cordoning without recording it", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`), "may cordon a Node only recording it")
+	refused("cordoning a node it does not repair", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`), "cordons only a Node it is repairing")
 	refused("an owner", patch(types.MergePatchType,
 		`{"metadata":{"ownerReferences":[{"apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":"x","uid":"d6f5c1d2-0000-4000-8000-000000000001"}]}}`), "owners")
 	refused("a finalizer", patch(types.MergePatchType, `{"metadata":{"finalizers":["example.com/hold"]}}`), "finalizers")
-	refused("deleting a node not handed over", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}),
-		"deletes only nodes it drained and handed over")
 
 	got := Must[*corev1.Node](t)(admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}))
 	if got.Annotations["example.com/owner"] != "team-a" || got.Annotations["nodemend.dev/do-not-repair"] != "investigating" ||
-		got.Labels["karpenter.sh/nodepool"] != "default" || got.Spec.Unschedulable || len(got.Spec.Taints) != foreign+1 {
+		got.Labels["karpenter.sh/nodepool"] != "default" || got.Spec.Unschedulable || len(got.Spec.Taints) != foreign ||
+		got.Annotations["nodemend.dev/release"] != "" {
 		t.Errorf("the node after the refused writes: %+v %+v", got.ObjectMeta, got.Spec)
 	}
 
-	allowed("a quarantine's cordon, recorded", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/cordoned":"true"}},"spec":{"unschedulable":true}}`))
-	allowed("lifting its own cordon", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/cordoned":null}},"spec":{"unschedulable":false}}`))
-	Must[*corev1.Node](t)(admin.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}))
-	refused("lifting a human's cordon", patch(types.MergePatchType, `{"spec":{"unschedulable":false}}`), "uncordon only a Node it cordoned")
-	allowed("handing over", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/repair-phase":"Terminating"}}}`))
-	allowed("deleting the node handed over", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
+	// The kubelet or agent reports the fault: the evidence.
+	setKernelReady(t, node.Name, corev1.ConditionFalse)
+	allowed("its taint on an unhealthy node", patch(types.JSONPatchType, addTaint))
+	allowed("a quarantine's cordon", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`))
+	refused("lifting its cordon while the fault is reported", patch(types.MergePatchType, `{"spec":{"unschedulable":false}}`),
+		"still shows one unhealthy")
+	setKernelReady(t, node.Name, corev1.ConditionTrue)
+	allowed("lifting its cordon once healthy", patch(types.MergePatchType, `{"spec":{"unschedulable":false}}`))
+	refused("cordoning a healthy node", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`), "cordons only a Node it is repairing")
+	refused("deleting a healthy node under repair", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}),
+		"deletes a Node only while its status shows a repair condition unhealthy")
+	setKernelReady(t, node.Name, corev1.ConditionFalse)
+	allowed("deleting an unhealthy node under repair", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
+}
+
+// setKernelReady writes node's KernelReady condition as its agent would
+// (here with the admin's credentials: the evidence is not the controller's
+// to write).
+func setKernelReady(t *testing.T, node string, status corev1.ConditionStatus) {
+	t.Helper()
+	reason := "KernelIsReady"
+	if status != corev1.ConditionTrue {
+		reason = "KernelDeadlock"
+	}
+	body := mustJSON(map[string]any{"status": map[string]any{"conditions": []map[string]any{condition("KernelReady", string(status), reason)}}})
+	Must[*corev1.Node](t)(admin.CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status"))
 }

@@ -66,3 +66,46 @@ or "oldObject" (read only on UPDATE, when it exists).
 - name: {{ $p }}RelatedKind
   expression: "{{ $guard }}{{ $o }}.?related.?kind.orValue('')"
 {{- end -}}
+
+{{/*
+nodemend.repairConditions: the evidence table of the admission policies, as
+a CEL map literal (JSON) of condition type → the statuses that count as
+unhealthy: admissionPolicy.repairConditions plus the rules of every policy in
+repairPolicies. toJson sorts the keys, so the rendering is stable.
+*/}}
+{{- define "nodemend.repairConditions" -}}
+{{- $m := dict -}}
+{{- range $t, $s := .Values.admissionPolicy.repairConditions }}{{ $_ := set $m $t (sortAlpha $s | uniq) }}{{ end -}}
+{{- range .Values.repairPolicies }}{{ range (.spec.rules | default list) }}
+{{- $_ := set $m .conditionType (append (get $m .conditionType | default list) .status | uniq | sortAlpha) -}}
+{{- end }}{{ end -}}
+{{- toJson $m -}}
+{{- end -}}
+
+{{/*
+nodemend.nodeVariables: ValidatingAdmissionPolicy variables shared by the
+policies on Nodes: the Node as admitted (the old one for DELETE), its
+annotations before and after, the keys a request sets, changes or removes,
+and its repair taints before and after.
+*/}}
+{{- define "nodemend.nodeVariables" -}}
+- name: node
+  expression: "request.operation == 'DELETE' ? oldObject : object"
+- name: annNew
+  expression: "request.operation == 'DELETE' ? {} : object.metadata.?annotations.orValue({})"
+- name: annOld
+  expression: "request.operation == 'CREATE' ? {} : oldObject.metadata.?annotations.orValue({})"
+# Keys set or changed, then keys removed.
+- name: annChanged
+  expression: >-
+    variables.annNew.filter(k, !(k in variables.annOld) || variables.annOld[k] != variables.annNew[k]) +
+    variables.annOld.filter(k, !(k in variables.annNew))
+- name: taintNew
+  expression: "request.operation == 'DELETE' ? [] : object.spec.?taints.orValue([]).filter(t, t.key == 'nodemend.dev/repair')"
+- name: taintOld
+  expression: "request.operation == 'CREATE' ? [] : oldObject.spec.?taints.orValue([]).filter(t, t.key == 'nodemend.dev/repair')"
+# The person's acts (docs/security.md#a-persons-acts) and the verb on
+# nodes.nodemend.dev that each needs.
+- name: actVerbs
+  expression: "{'nodemend.dev/do-not-repair': 'veto', 'nodemend.dev/release': 'release', 'nodemend.dev/repair-now': 'repair'}"
+{{- end -}}
