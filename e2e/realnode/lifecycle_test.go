@@ -426,10 +426,12 @@ func testBadInput(t *testing.T, n *node) {
 
 var remediationGVR = schema.GroupVersionResource{Group: "nodemend.dev", Version: "v1alpha1", Resource: "noderemediations"}
 
-// testRebootHook orders the agent to reboot its node, as the controller's
-// ladder does: the node is this machine, so the chart values start installs
-// point the reboot mechanism at a hook (realnode.RebootHook), which must be
-// what runs — and the machine's boot must not change.
+// testRebootHook checks the agent's reboot setup, and that it carries out
+// no order on the controller's word alone: the node is this machine, so
+// the chart values start installs point the reboot mechanism at a hook
+// (realnode.RebootHook); an order for the node while it is not under
+// repair (no repair taint, no fault reported) is refused, and the hook does
+// not run. The ladder's step runs it, for an order the node's state backs.
 func testRebootHook(t *testing.T, n *node) {
 	ctx := context.Background()
 	if _, err := os.Stat(realnode.RebootHook); err == nil {
@@ -449,30 +451,35 @@ func testRebootHook(t *testing.T, n *node) {
 	dyn := n.dynamic(t)
 	order := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
-		"metadata": map[string]any{"name": "e2e-reboot-hook"},
+		"metadata": map[string]any{"name": "e2e-reboot-unbacked"},
 		"spec": map[string]any{"nodeName": n.layout.NodeName, "action": "Reboot", "bootID": boot,
-			"reason": "e2e: the reboot mechanism points at the hook", "activeDeadlineSeconds": int64(120)},
+			"reason": "KernelReady=False/KernelDeadlock", "activeDeadlineSeconds": int64(120)},
 	}}
 	t0 := time.Now()
 	if _, err := dyn.Resource(remediationGVR).Create(ctx, order, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = dyn.Resource(remediationGVR).Delete(context.Background(), "e2e-reboot-hook", metav1.DeleteOptions{})
+		_ = dyn.Resource(remediationGVR).Delete(context.Background(), "e2e-reboot-unbacked", metav1.DeleteOptions{})
 	})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if _, err := os.Stat(realnode.RebootHook); err == nil {
-			break
+	var phase, message string
+	for deadline := time.Now().Add(time.Minute); phase == ""; time.Sleep(200 * time.Millisecond) {
+		got, err := dyn.Resource(remediationGVR).Get(ctx, "e2e-reboot-unbacked", metav1.GetOptions{})
+		if err == nil {
+			phase, _, _ = unstructured.NestedString(got.Object, "status", "phase")
+			message, _, _ = unstructured.NestedString(got.Object, "status", "message")
 		}
-		if time.Now().After(deadline) {
-			got, _ := dyn.Resource(remediationGVR).Get(ctx, "e2e-reboot-hook", metav1.GetOptions{})
-			status, _, _ := unstructured.NestedMap(got.Object, "status")
-			t.Fatalf("the reboot hook did not run in 1m; the order's status: %v", status)
+		if phase == "" && time.Now().After(deadline) {
+			t.Fatal("the agent did not answer the order in 1m")
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("FIGURE reboot order → hook ran: %.1fs", time.Since(t0).Seconds())
+	t.Logf("FIGURE reboot order → answered: %.1fs", time.Since(t0).Seconds())
+	if phase != "Refused" || !strings.Contains(message, "does not carry the repair taint") {
+		t.Errorf("an order for a node not under repair: %s %q, want Refused for want of the repair taint", phase, message)
+	}
+	if _, err := os.Stat(realnode.RebootHook); err == nil {
+		t.Errorf("the hook ran for an order the node's state does not back")
+	}
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err != nil || strings.TrimSpace(string(b)) != boot {
 		t.Errorf("the machine's boot changed (%q, was %q): %v", b, boot, err)
 	}

@@ -99,7 +99,7 @@ func TestRealNode(t *testing.T) {
 		{"forged kernel and journal lines move nothing; the kernel's own pids line turns KernelReady False, and it recovers", testProvenance},
 		{"containerd stopped and started again", testRuntimeRestart},
 		{"kubectl mend logs through the real kubelet", testMendLogs},
-		{"a reboot order runs the test hook, not a reboot", testRebootHook},
+		{"a reboot order for a node not under repair is refused; the hook is set up", testRebootHook},
 		{"the ladder on the live node: one reboot order, then quarantine", testLadderEscalates},
 		{"repair of the live node", testRepair},
 		{"stop leaves no trace", testStopLeavesNoTrace},

@@ -11,6 +11,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
+	"nodemend.dev/nodemend/pkg/health"
 )
 
 // RemediationOptions enable the NodeRemediations of this node: reboots and
@@ -41,6 +42,11 @@ func (a *Agent) startRemediation(ctx context.Context, wg *sync.WaitGroup) {
 		MaxClockSkew: o.MaxClockSkew, Clock: a.opts.Clock, Log: log,
 		RebootOff: "no reboot mechanism is configured (--reboot-mechanism)",
 		ResetOff:  "accelerator resets are off (--accelerator-reset=false)",
+		Event: func(eventType, reason, message string) {
+			if a.exporter != nil {
+				a.recorder.Event(a.exporter.NodeRef(), eventType, reason, health.BoundMessage(message))
+			}
+		},
 	}
 	rb, err := remediate.NewRebooter(a.opts.HostRoot, o.Reboot, a.opts.Commands)
 	switch {

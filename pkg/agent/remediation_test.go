@@ -39,7 +39,17 @@ func TestRebootOrderAndTheNextBootsAgent(t *testing.T) {
 	k8s := must(crclient.New(env.Config, crclient.Options{Scheme: s}))
 	ctx := context.Background()
 	const node = "reboot-node"
-	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+	// The node is under repair (nodemend-controller's taint) and its
+	// kubelet reports boot-1: with the agent's own fault report, the
+	// evidence the agent wants before it acts on an order.
+	n, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: remediate.RepairTaintKey, Value: "KernelReady", Effect: corev1.TaintEffectNoSchedule}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.NodeInfo.BootID = "boot-1"
+	if _, err := env.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	root := hostroot.New(t).WithProc()
@@ -91,7 +101,8 @@ func TestRebootOrderAndTheNextBootsAgent(t *testing.T) {
 	waitNode("KernelReady False", kernel(corev1.ConditionFalse))
 
 	o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: "reboot-1"},
-		Spec: v1alpha1.NodeRemediationSpec{NodeName: node, Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300}}
+		Spec: v1alpha1.NodeRemediationSpec{NodeName: node, Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300,
+			Reason: "KernelReady=False/ForkFailedOutOfPIDs"}}
 	if err := k8s.Create(ctx, o); err != nil {
 		t.Fatal(err)
 	}

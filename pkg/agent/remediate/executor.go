@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,8 +18,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/textcut"
 )
+
+// ReasonDuplicate is the reason of the Warning Event on the Node when a
+// reboot order arrives for a boot that had its reboot already.
+const ReasonDuplicate = "NodeRemediationDuplicate"
 
 // Options configure an Executor.
 type Options struct {
@@ -41,6 +48,8 @@ type Options struct {
 	MaxClockSkew time.Duration
 	Clock        clock.Clock
 	Log          logr.Logger
+	// Event records an Event on the agent's Node (nil: none).
+	Event func(eventType, reason, message string)
 
 	// onSync is called after each sync (tests).
 	onSync func(name string)
@@ -48,10 +57,15 @@ type Options struct {
 
 // Executor carries out the NodeRemediations of one node.
 type Executor struct {
-	opts     Options
-	client   *orders
-	informer cache.SharedIndexInformer
-	queue    workqueue.TypedRateLimitingInterface[string]
+	opts   Options
+	client *orders
+	core   *coreclient.Client
+	// ledger holds the boots that had their reboot; ledgerErr, when it
+	// cannot be read, turns reboots off (which boots had one is unknown).
+	ledger    *ledger
+	ledgerErr error
+	informer  cache.SharedIndexInformer
+	queue     workqueue.TypedRateLimitingInterface[string]
 	// accepted are the orders this process accepted: their outcome is
 	// this process's to write (or, for a reboot, the next boot's), not a
 	// sign of an agent that stopped half-way.
@@ -76,7 +90,15 @@ func New(opts Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{opts: opts, client: client, accepted: map[types.UID]bool{}}, nil
+	core, err := coreclient.New(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{opts: opts, client: client, core: core, accepted: map[types.UID]bool{}}
+	if e.ledger, e.ledgerErr = openLedger(opts.HostRoot); e.ledgerErr != nil {
+		opts.Log.Error(e.ledgerErr, "reboots are off")
+	}
+	return e, nil
 }
 
 // Run serves the node's NodeRemediations until ctx ends.
@@ -145,6 +167,12 @@ func (e *Executor) facts() Facts {
 		Enabled: map[v1alpha1.HostAction]bool{v1alpha1.HostReboot: e.opts.Rebooter != nil, v1alpha1.HostResetAccelerator: e.opts.Resetter != nil},
 		WhyOff:  map[v1alpha1.HostAction]string{v1alpha1.HostReboot: e.opts.RebootOff, v1alpha1.HostResetAccelerator: e.opts.ResetOff},
 	}
+	if e.ledgerErr != nil {
+		f.Enabled[v1alpha1.HostReboot] = false
+		f.WhyOff[v1alpha1.HostReboot] = e.ledgerErr.Error()
+	} else {
+		f.Rebooted = e.ledger.boots()
+	}
 	return f
 }
 
@@ -171,19 +199,32 @@ func (e *Executor) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("confirming the order: %w", err)
 	}
-	j := Judge(fresh, e.facts())
+	// The evidence: the agent's own Node, read fresh (its taint, the
+	// kubelet's boot ID, the conditions).
+	facts := e.facts()
+	if facts.Node, err = e.core.GetNode(ctx, e.opts.NodeName); apierrors.IsNotFound(err) {
+		facts.Node = nil
+	} else if err != nil {
+		return fmt.Errorf("reading the Node: %w", err)
+	}
+	j := Judge(fresh, facts)
 	log := e.opts.Log.WithValues("order", name, "action", fresh.Spec.Action)
 	switch j.Verdict {
 	case Ignore:
 		return nil
 	case Finish:
 		log.Info("order finished without acting", "phase", j.Phase, "message", j.Message)
-		_, err := e.writeStatus(ctx, fresh, j.Phase, j.Message, nil)
-		return ignoreConflict(err)
+		if _, err := e.writeStatus(ctx, fresh, j.Phase, j.Message, nil); err != nil {
+			return ignoreConflict(err)
+		}
+		if strings.HasPrefix(j.Message, DuplicatePrefix) && e.opts.Event != nil {
+			e.opts.Event(corev1.EventTypeWarning, ReasonDuplicate, fmt.Sprintf("NodeRemediation %s refused: %s", name, j.Message))
+		}
+		return nil
 	}
 	// Accept: the write carries the fresh read's resourceVersion, so it
 	// succeeds only if nothing changed since; only then is the host touched.
-	boot := e.facts().BootID
+	boot := facts.BootID
 	fresh.Status.BootID = boot
 	fresh.Status.Mechanism = e.mechanismFor(fresh.Spec.Action)
 	now := metav1.NewTime(e.opts.Clock.Now())
@@ -196,6 +237,13 @@ func (e *Executor) sync(ctx context.Context, name string) error {
 	log.Info("order accepted; carrying it out", "boot", boot, "mechanism", accepted.Status.Mechanism)
 	switch fresh.Spec.Action {
 	case v1alpha1.HostReboot:
+		// The boot's one reboot, recorded before it is tried: a reboot
+		// that may not be recorded is not done.
+		if err := e.ledger.record(boot, name, now.Time); err != nil {
+			log.Error(err, "recording the reboot in the ledger")
+			_, werr := e.writeStatus(ctx, accepted, v1alpha1.RemediationFailed, "not rebooted: the reboot cannot be recorded in the agent's ledger: "+err.Error(), nil)
+			return werr
+		}
 		if err := e.opts.Rebooter.Reboot(ctx); err != nil {
 			log.Error(err, "reboot failed")
 			_, werr := e.writeStatus(ctx, accepted, v1alpha1.RemediationFailed, "reboot failed: "+err.Error(), nil)

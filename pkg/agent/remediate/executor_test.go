@@ -5,11 +5,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -84,10 +88,37 @@ func startExecutor(t *testing.T, ctx context.Context, node string, h *fakeHost, 
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// underRepair writes the evidence an order needs on node, as the cluster
+// would: the controller's repair taint, the kubelet's boot ID and a fault
+// reported (KernelReady=False, the orders' trigger). Created if missing.
+func underRepair(t *testing.T, node, boot string) {
+	t.Helper()
+	ctx := t.Context()
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		n, err = env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = []corev1.Taint{{Key: RepairTaintKey, Value: "KernelReady", Effect: corev1.TaintEffectNoSchedule}}
+	if n, err = env.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.NodeInfo.BootID = boot
+	n.Status.Conditions = []corev1.NodeCondition{{Type: "KernelReady", Status: corev1.ConditionFalse, Reason: "KernelDeadlock"}}
+	if _, err := env.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// trigger is the reason the test orders carry.
+const trigger = "KernelReady=False/KernelDeadlock"
+
 func createOrder(t *testing.T, name, node string, action v1alpha1.HostAction, boot string) *v1alpha1.NodeRemediation {
 	t.Helper()
 	o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1alpha1.NodeRemediationSpec{NodeName: node, Action: action, BootID: boot, ActiveDeadlineSeconds: 300}}
+		Spec: v1alpha1.NodeRemediationSpec{NodeName: node, Action: action, BootID: boot, ActiveDeadlineSeconds: 300, Reason: trigger}}
 	if err := k8s.Create(t.Context(), o); err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +160,7 @@ func waitReboots(t *testing.T, h *fakeHost, want int32) {
 // a restart runs it again.
 func TestRebootOnceAndRecordedByTheNextBoot(t *testing.T) {
 	h := newFakeHost(t, "boot-1")
+	underRepair(t, "exec-n1", "boot-1")
 	ctx, stop := context.WithCancel(t.Context())
 	startExecutor(t, ctx, "exec-n1", h, nil)
 	createOrder(t, "reboot-1", "exec-n1", v1alpha1.HostReboot, "boot-1")
@@ -155,6 +187,7 @@ func TestRebootOnceAndRecordedByTheNextBoot(t *testing.T) {
 // happened), does not try again: the controller escalates instead.
 func TestAcceptedOrderIsNotRetriedOnTheSameBoot(t *testing.T) {
 	h := newFakeHost(t, "boot-1")
+	underRepair(t, "exec-n2", "boot-1")
 	ctx, stop := context.WithCancel(t.Context())
 	startExecutor(t, ctx, "exec-n2", h, nil)
 	createOrder(t, "reboot-2", "exec-n2", v1alpha1.HostReboot, "boot-1")
@@ -171,6 +204,9 @@ func TestAcceptedOrderIsNotRetriedOnTheSameBoot(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	h := newFakeHost(t, "boot-1")
+	for _, n := range []string{"exec-n3", "exec-off", "exec-bad"} {
+		underRepair(t, n, "boot-1")
+	}
 	startExecutor(t, t.Context(), "exec-n3", h, nil)
 	startExecutor(t, t.Context(), "exec-off", h, func(o *Options) { o.Rebooter, o.RebootOff = nil, "--reboot-mechanism=none" })
 	createOrder(t, "old-boot", "exec-n3", v1alpha1.HostReboot, "boot-0")
@@ -202,6 +238,7 @@ func TestRefusals(t *testing.T) {
 // (the API is unreachable), is not acted on.
 func TestNoActionWithoutAFreshConfirmation(t *testing.T) {
 	h := newFakeHost(t, "boot-1")
+	underRepair(t, "exec-n4", "boot-1")
 	outage, err := testenv.NewOutage(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +251,7 @@ func TestNoActionWithoutAFreshConfirmation(t *testing.T) {
 	e.informer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.NodeRemediation{}, 0, cache.Indexers{})
 	stale := func(name string) {
 		o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now(), UID: "u-" + "name", ResourceVersion: "1"},
-			Spec: v1alpha1.NodeRemediationSpec{NodeName: "exec-n4", Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300}}
+			Spec: v1alpha1.NodeRemediationSpec{NodeName: "exec-n4", Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300, Reason: trigger}}
 		if err := e.informer.GetStore().Add(o); err != nil {
 			t.Fatal(err)
 		}
@@ -239,5 +276,103 @@ func TestNoActionWithoutAFreshConfirmation(t *testing.T) {
 	}
 	if h.reboots.Load() != 1 {
 		t.Fatalf("%d reboots after the confirmation, want 1", h.reboots.Load())
+	}
+}
+
+// At most one reboot per boot, however many orders arrive: a host whose
+// "reboot" leaves it running the same boot (the real-node hook, or a
+// reboot that has not happened yet) gets a second order for that boot
+// refused as a duplicate, with an Event, and so does a third after the
+// agent restarted (the ledger on the host keeps the boot).
+func TestOneRebootPerBoot(t *testing.T) {
+	h := newFakeHost(t, "boot-1")
+	underRepair(t, "exec-dup", "boot-1")
+	var mu sync.Mutex
+	var events []string
+	record := func(o *Options) {
+		o.Event = func(typ, reason, msg string) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, typ+" "+reason+" "+msg)
+		}
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	startExecutor(t, ctx, "exec-dup", h, record)
+	createOrder(t, "dup-1", "exec-dup", v1alpha1.HostReboot, "boot-1")
+	waitPhase(t, "dup-1", v1alpha1.RemediationAccepted)
+	waitReboots(t, h, 1)
+	createOrder(t, "dup-2", "exec-dup", v1alpha1.HostReboot, "boot-1")
+	o := waitPhase(t, "dup-2", v1alpha1.RemediationRefused)
+	if !strings.HasPrefix(o.Status.Message, DuplicatePrefix) || !strings.Contains(o.Status.Message, "order dup-1") {
+		t.Errorf("second order's message %q", o.Status.Message)
+	}
+	stop()
+
+	startExecutor(t, t.Context(), "exec-dup", h, record)
+	createOrder(t, "dup-3", "exec-dup", v1alpha1.HostReboot, "boot-1")
+	o = waitPhase(t, "dup-3", v1alpha1.RemediationRefused)
+	if !strings.HasPrefix(o.Status.Message, DuplicatePrefix) {
+		t.Errorf("third order's message %q", o.Status.Message)
+	}
+	if n := h.reboots.Load(); n != 1 {
+		t.Errorf("%d reboots, want 1", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || !strings.HasPrefix(events[0], "Warning "+ReasonDuplicate+" NodeRemediation dup-2 refused: duplicate:") {
+		t.Errorf("events %q, want two %s", events, ReasonDuplicate)
+	}
+	data, err := os.ReadFile(filepath.Join(h.root, LedgerFile))
+	if err != nil || !strings.HasPrefix(string(data), "boot-1 dup-1 ") {
+		t.Errorf("ledger %q, %v", data, err)
+	}
+}
+
+// The controller's word is not enough: an order is carried out only when
+// the agent's own Node, read fresh, is under repair (the taint), reports
+// the order's boot and shows the order's trigger unhealthy.
+func TestOrdersNeedTheNodesEvidence(t *testing.T) {
+	h := newFakeHost(t, "boot-1")
+	for _, c := range []struct {
+		node   string
+		change func(*corev1.Node)
+		reason string
+		want   string
+	}{
+		{"ev-untainted", func(n *corev1.Node) { n.Spec.Taints = nil }, trigger, "does not carry the repair taint"},
+		{"ev-other-boot", func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-9" }, trigger, `the Node's status reports boot "boot-9"`},
+		{"ev-healthy", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionTrue }, trigger, "is not what the Node reports (KernelReady=True)"},
+		{"ev-no-condition", func(n *corev1.Node) { n.Status.Conditions = nil }, trigger, "is not on the Node"},
+		{"ev-no-trigger", nil, "", "names no trigger condition"},
+		{"ev-bad-trigger", nil, "KernelReady=Broken/X", "names no trigger condition"},
+	} {
+		underRepair(t, c.node, "boot-1")
+		if c.change != nil {
+			n, err := env.Client.CoreV1().Nodes().Get(t.Context(), c.node, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.change(n)
+			if n, err = env.Client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			c.change(n)
+			if _, err := env.Client.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		startExecutor(t, t.Context(), c.node, h, nil)
+		o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: c.node},
+			Spec: v1alpha1.NodeRemediationSpec{NodeName: c.node, Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300, Reason: c.reason}}
+		if err := k8s.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		o = waitPhase(t, c.node, v1alpha1.RemediationRefused)
+		if !strings.Contains(o.Status.Message, c.want) {
+			t.Errorf("%s: message %q, want %q", c.node, o.Status.Message, c.want)
+		}
+	}
+	if n := h.reboots.Load(); n != 0 {
+		t.Errorf("%d reboots, want none", n)
 	}
 }

@@ -15,17 +15,34 @@
 //     confirmation, so an order the agent saw before it lost the API is not
 //     acted on until the API server confirms it again;
 //   - never with the mechanism off: reboots need a mechanism the operator
-//     configured, resets the driver's tool.
+//     configured, resets the driver's tool;
+//   - never on the controller's word alone: the agent's own Node, read fresh,
+//     must carry the repair taint, report the order's boot
+//     (status.nodeInfo.bootID, the kubelet's) and show the order's trigger
+//     condition unhealthy (the kubelet's or this agent's own report): an
+//     order for a node that is not under repair, or is healthy, is refused
+//     whoever could create it;
+//   - at most one reboot per boot, however many orders arrive: the boots in
+//     which a reboot was accepted are kept in the agent's state directory on
+//     the host (ledger.go), and a second reboot order for the same boot is
+//     refused as a duplicate.
 //
 // judge.go is the pure part.
 package remediate
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 )
+
+// RepairTaintKey is the taint nodemend-controller puts on a node under
+// repair: an order is carried out only on a node that carries it.
+const RepairTaintKey = "nodemend.dev/repair"
 
 // DefaultMaxClockSkew is the skew bound between the agent's clock and the
 // API server's that the deadline check allows for; the controller sizes
@@ -63,6 +80,12 @@ type Facts struct {
 	// Why not.
 	Enabled map[v1alpha1.HostAction]bool
 	WhyOff  map[v1alpha1.HostAction]string
+	// Node is this agent's Node as the API server has it now; nil: not
+	// read (nothing is carried out).
+	Node *corev1.Node
+	// Rebooted are the boots in which this node accepted a reboot, with
+	// the order each time (the ledger).
+	Rebooted map[string]string
 }
 
 // Judge decides what to do with o.
@@ -84,6 +107,12 @@ func Judge(o *v1alpha1.NodeRemediation, f Facts) Judgement {
 	}
 	if o.Spec.BootID != f.BootID {
 		return finish(v1alpha1.RemediationRefused, "ordered for boot %s, but the host runs boot %s: it has rebooted since", o.Spec.BootID, f.BootID)
+	}
+	if prev, ok := f.Rebooted[f.BootID]; ok && o.Spec.Action == v1alpha1.HostReboot {
+		return finish(v1alpha1.RemediationRefused, "%s a reboot was already accepted during boot %s (order %s): at most one per boot", DuplicatePrefix, f.BootID, prev)
+	}
+	if j, ok := judgeNode(o, f.Node); !ok {
+		return j
 	}
 	created := o.CreationTimestamp.Time
 	if f.Now.Before(created.Add(-f.MaxSkew)) {
@@ -125,4 +154,53 @@ func judgeAccepted(o *v1alpha1.NodeRemediation, f Facts) Judgement {
 
 func finish(p v1alpha1.RemediationPhase, format string, args ...any) Judgement {
 	return Judgement{Verdict: Finish, Phase: p, Message: fmt.Sprintf(format, args...)}
+}
+
+// DuplicatePrefix starts the message of an order refused because its boot
+// had its reboot already.
+const DuplicatePrefix = "duplicate:"
+
+// judgeNode checks the order against the evidence on the agent's own Node,
+// which nodemend-controller cannot write but for its taint: the kubelet's
+// boot ID and the node's conditions (kubelet's and this agent's).
+func judgeNode(o *v1alpha1.NodeRemediation, n *corev1.Node) (Judgement, bool) {
+	if n == nil {
+		return finish(v1alpha1.RemediationRefused, "the agent could not read its Node"), false
+	}
+	tainted := false
+	for _, t := range n.Spec.Taints {
+		tainted = tainted || t.Key == RepairTaintKey
+	}
+	if !tainted {
+		return finish(v1alpha1.RemediationRefused, "the Node does not carry the repair taint %s: it is not under repair", RepairTaintKey), false
+	}
+	if b := n.Status.NodeInfo.BootID; b != o.Spec.BootID {
+		return finish(v1alpha1.RemediationRefused, "ordered for boot %s, but the Node's status reports boot %q", o.Spec.BootID, b), false
+	}
+	typ, status, ok := Trigger(o.Spec.Reason)
+	if !ok {
+		return finish(v1alpha1.RemediationRefused, "the order names no trigger condition (spec.reason %q, want Type=Status/Reason)", o.Spec.Reason), false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == typ {
+			if c.Status == status {
+				return Judgement{}, true
+			}
+			return finish(v1alpha1.RemediationRefused, "the order's trigger %s=%s is not what the Node reports (%s=%s): nothing to repair", typ, status, typ, c.Status), false
+		}
+	}
+	return finish(v1alpha1.RemediationRefused, "the order's trigger %s=%s is not on the Node: nothing to repair", typ, status), false
+}
+
+// Trigger reads the condition type and status from an order's reason
+// ("Type=Status/Reason", the controller's format).
+func Trigger(reason string) (corev1.NodeConditionType, corev1.ConditionStatus, bool) {
+	typ, rest, ok := strings.Cut(reason, "=")
+	status, _, _ := strings.Cut(rest, "/")
+	switch corev1.ConditionStatus(status) {
+	case corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown:
+	default:
+		ok = false
+	}
+	return corev1.NodeConditionType(typ), corev1.ConditionStatus(status), ok && typ != ""
 }
