@@ -38,6 +38,8 @@ func NewRootCommand(s Streams) *cobra.Command {
   kubectl mend logs NODE...           collect a redacted diagnostic bundle from nodes, without SSH
   kubectl mend capture NODE           capture packets on a node (tcpdump) and download them
   kubectl mend release NODE           return a node the repair ladder quarantined to service
+  kubectl mend veto NODE              stop nodemend from repairing a node (--lift: let it again)
+  kubectl mend repair NODE            ask nodemend to repair a node now (through the gate and the ladder)
 
 Reference: docs/cli.md.`,
 		SilenceUsage:  true,
@@ -47,6 +49,7 @@ Reference: docs/cli.md.`,
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	g.bind(root)
-	root.AddCommand(newLogsCommand(g, s), newCaptureCommand(g, s), newStatusCommand(g, s), newTimelineCommand(g, s), newExplainCommand(g, s), newReleaseCommand(g, s))
+	root.AddCommand(newLogsCommand(g, s), newCaptureCommand(g, s), newStatusCommand(g, s), newTimelineCommand(g, s), newExplainCommand(g, s),
+		newReleaseCommand(g, s), newVetoCommand(g, s), newRepairCommand(g, s))
 	return root
 }
