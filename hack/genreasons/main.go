@@ -1,5 +1,6 @@
-// Command genreasons regenerates pkg/health/reasons_generated.go and
-// docs/reasons.md from pkg/health/reasons.yaml, and pins reasons added since
+// Command genreasons regenerates pkg/health/reasons_generated.go,
+// docs/reasons.md and the generated tables of docs/accelerators.md from
+// pkg/health/reasons.yaml, and pins reasons added since
 // the last run in pkg/health/reasons.lock once they are compatible with it.
 // With -update-lock it rewrites the lock whole, accepting a breaking change
 // (do that only on purpose, with a CHANGELOG entry).
@@ -37,9 +38,18 @@ func run(root string, updateLock bool) error {
 	if err != nil {
 		return err
 	}
+	page, err := os.ReadFile(filepath.Join(root, "docs/accelerators.md"))
+	if err != nil {
+		return err
+	}
+	accel, err := f.RenderAccelerators(page)
+	if err != nil {
+		return err
+	}
 	writes := map[string][]byte{
 		"pkg/health/reasons_generated.go": goSrc,
 		"docs/reasons.md":                 f.RenderDocs(),
+		"docs/accelerators.md":            accel,
 	}
 	lockPath := filepath.Join(root, "pkg/health/reasons.lock")
 	if updateLock {

@@ -94,9 +94,13 @@ type Reason struct {
 	// last detection. Zero for check-derived and non-Fatal reasons.
 	QuietPeriod time.Duration
 	// Threshold is nil when the reason has none.
-	Threshold   *Threshold
-	Description string
-	Detects     string
+	Threshold *Threshold
+	// Remedy is what the vendor's catalogue says resolves the fault
+	// (RemedyNone: it names nothing); RemedySource cites the catalogue.
+	Remedy       Remedy
+	RemedySource string
+	Description  string
+	Detects      string
 }
 
 // Family is a name for a set of reasons (e.g. NvidiaXIDError for every

@@ -31,9 +31,18 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	page, err := os.ReadFile("../../docs/accelerators.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accel, err := f.RenderAccelerators(page)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string][]byte{
-		"reasons_generated.go":  goSrc,
-		"../../docs/reasons.md": f.RenderDocs(),
+		"reasons_generated.go":       goSrc,
+		"../../docs/reasons.md":      f.RenderDocs(),
+		"../../docs/accelerators.md": accel,
 	} {
 		got, err := os.ReadFile(path)
 		if err != nil {

@@ -192,7 +192,7 @@ const (
 	ReasonNvidiaXID119Error = "NvidiaXID119Error"
 	// ReasonNvidiaXID120Error: XID 120, GSP error. The GPU System Processor reported an error. The GPU is unusable until it is reset.
 	ReasonNvidiaXID120Error = "NvidiaXID120Error"
-	// ReasonNvidiaXID121Warning: XID 121, C2C link corrected error. A corrected error on the chip-to-chip (Grace- Hopper/Blackwell C2C) link; the data is correct.
+	// ReasonNvidiaXID121Warning: XID 121, C2C link corrected error. A corrected error on the chip-to-chip (Grace-Hopper/Blackwell C2C) link; the data is correct.
 	ReasonNvidiaXID121Warning = "NvidiaXID121Warning"
 	// ReasonNvidiaXID136Error: XID 136, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.
 	ReasonNvidiaXID136Error = "NvidiaXID136Error"
@@ -778,18 +778,21 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID46Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 46, GPU stopped processing. The GPU stopped processing work. The catalog resolves it with a GPU reset; the node cannot run GPU work until then.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 46, ...\" and the NVML XID critical-error event with data 46",
 		},
 		{
 			Name: "NvidiaXID48Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): WORKFLOW_XID_48: alone RESET_GPU; with XID 63 (row remap pending) DRAIN_AND_RESET, the reset activating the remapped row. A failed remap is XID 64",
 			Description: "XID 48, Double bit ECC error. An uncorrectable (double-bit) ECC error in GPU memory. Needs a GPU reset to retire the page or remap the row. Where NVML reports the GPU's double-bit errors the XID is folded into NvidiaDoubleBitError (one fault, one reason); this reason is the kernel-only path.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 48, ...\" and the NVML XID critical-error event with data 48",
 		},
 		{
 			Name: "NvidiaXID54Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ReplaceHardware", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): CHECK_MECHANICALS: the GPU's auxiliary power connectors",
 			Description: "XID 54, Auxiliary power is not connected. The GPU's auxiliary power is not connected or failed: a hardware fault that no workload causes.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 54, ...\" and the NVML XID critical-error event with data 54",
 		},
@@ -801,6 +804,7 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID62Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 62, Internal micro-controller halt. A GPU micro-controller halted. The catalog resolves it with a GPU reset or node reboot.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 62, ...\" and the NVML XID critical-error event with data 62",
 		},
@@ -812,6 +816,7 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID64Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ReplaceHardware", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU only contains the error; NVIDIA GPU Memory Error Management (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt, Row Remapping, RMA Policy Thresholds): a row-remapping failure means no spare row is left, which no reset or reboot restores: the GPU is for RMA",
 			Description: "XID 64, ECC page retirement or row remapping failure. The GPU could not record a page retirement or row remapping: memory errors can no longer be contained. The node needs a reboot and the GPU likely replacement.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 64, ...\" and the NVML XID critical-error event with data 64",
 		},
@@ -828,12 +833,14 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID74Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): WORKFLOW_NVLINK_ERR: reset the GPU or reboot the node, replace on recurrence",
 			Description: "XID 74, NVLink error. A fatal NVLink error (link down, uncorrectable link error). The catalog resolves it with a GPU reset and a check of the links; multi-GPU work fails until then.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 74, ...\" and the NVML XID critical-error event with data 74",
 		},
 		{
 			Name: "NvidiaXID79Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "Reboot", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESTART_BM: the GPU is off the PCIe bus, only a restart of the machine (often a power cycle) brings it back",
 			Description: "XID 79, GPU has fallen off the bus. The GPU stopped answering on PCIe. Only a reboot (often a power cycle) brings it back.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 79, ...\" and the NVML XID critical-error event with data 79",
 		},
@@ -850,41 +857,47 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID95Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 95, Uncontained ECC error. An uncorrectable ECC error could not be contained: every application on the GPU is affected and the GPU must be reset.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 95, ...\" and the NVML XID critical-error event with data 95",
 		},
 		{
 			Name: "NvidiaXID109Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 109, Context switch timeout. A context switch timed out. The catalog's resolution for repeated occurrences is a GPU reset; nodemend treats it as a node fault.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 109, ...\" and the NVML XID critical-error event with data 109",
 		},
 		{
 			Name: "NvidiaXID110Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 110, Security fault. The GPU reported a security fault. The catalog resolves it with a GPU reset.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 110, ...\" and the NVML XID critical-error event with data 110",
 		},
 		{
 			Name: "NvidiaXID119Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 119, GSP RPC timeout. The driver timed out waiting for the GPU System Processor (GSP). The GPU is unusable until it is reset.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 119, ...\" and the NVML XID critical-error event with data 119",
 		},
 		{
 			Name: "NvidiaXID120Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 120, GSP error. The GPU System Processor reported an error. The GPU is unusable until it is reset.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 120, ...\" and the NVML XID critical-error event with data 120",
 		},
 		{
 			Name: "NvidiaXID121Warning", Condition: "AcceleratedHardwareReady", Severity: "Warning", Source: "log",
-			Description: "XID 121, C2C link corrected error. A corrected error on the chip-to-chip (Grace- Hopper/Blackwell C2C) link; the data is correct.",
+			Description: "XID 121, C2C link corrected error. A corrected error on the chip-to-chip (Grace-Hopper/Blackwell C2C) link; the data is correct.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 121, ...\" and the NVML XID critical-error event with data 121",
 		},
 		{
 			Name: "NvidiaXID136Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 136, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 136, ...\" and the NVML XID critical-error event with data 136",
 		},
@@ -896,12 +909,14 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID140Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 140, Unrecovered ECC error. An ECC error the GPU could not recover. The catalog resolves it with a GPU reset.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 140, ...\" and the NVML XID critical-error event with data 140",
 		},
 		{
 			Name: "NvidiaXID143Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 143, GPU initialization failure. The GPU failed to initialize. It is unusable until reset, and replaced if that fails.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 143, ...\" and the NVML XID critical-error event with data 143",
 		},
@@ -913,18 +928,21 @@ func reasons() []Reason {
 		{
 			Name: "NvidiaXID155Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 155, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 155, ...\" and the NVML XID critical-error event with data 155",
 		},
 		{
 			Name: "NvidiaXID156Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 156, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 156, ...\" and the NVML XID critical-error event with data 156",
 		},
 		{
 			Name: "NvidiaXID158Error", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): RESET_GPU",
 			Description: "XID 158, Critical GPU error (catalog resolution: GPU reset or reboot). Listed by the NVIDIA catalog (Blackwell generation) with an immediate action of GPU reset or node reboot. nodemend treats it as a node fault.",
 			Detects:     "kernel \"NVRM: Xid (PCI:DDDD:BB:DD): 158, ...\" and the NVML XID critical-error event with data 158",
 		},
@@ -940,11 +958,13 @@ func reasons() []Reason {
 		},
 		{
 			Name: "NvidiaDoubleBitError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): WORKFLOW_XID_48 (alone RESET_GPU; with a pending row remap DRAIN_AND_RESET: the reset activates the remap); NVIDIA GPU Memory Error Management: pending row remaps and page retirements take effect at the next GPU reset. A remap that failed is reported as XID 64, whose remedy is heavier and names the condition",
 			Description: "A GPU reports uncorrectable (double-bit) ECC errors since the driver loaded. The memory cannot be trusted until the GPU is reset (page retired or row remapped).",
 			Detects:     "NVML field NVML_FI_DEV_ECC_DBE_VOL_TOTAL (volatile double-bit ECC errors) above zero, NVML's double-bit ECC event, and XID 48 (kernel log or NVML event) for a GPU whose double-bit errors NVML reports",
 		},
 		{
 			Name: "NvidiaNVLinkError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Resolution Bucket (Immediate Action)): WORKFLOW_NVLINK_ERR (XID 74): reset the GPU or reboot the node",
 			Description: "An NVLink of a GPU is down: a link seen up earlier went down, or on an NVSwitch system a link is not up. Multi-GPU communication fails or falls back to PCIe.",
 			Detects:     "NVML nvmlDeviceGetNvLinkState per link, with NVML_FI_DEV_NVLINK_LINK_COUNT links",
 		},
@@ -1022,6 +1042,7 @@ func reasons() []Reason {
 		},
 		{
 			Name: "DCGMHealthCode4", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_VOLATILE_DBE_DETECTED, priority ISOLATE, \"Drain the GPU and reset it or reboot the node.\"",
 			Description: "A GPU reported uncorrectable (double-bit) ECC errors since the driver loaded; its memory cannot be trusted until the GPU is reset.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_VOLATILE_DBE_DETECTED (4)",
 		},
@@ -1032,11 +1053,13 @@ func reasons() []Reason {
 		},
 		{
 			Name: "DCGMHealthCode7", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_RETIRED_PAGES_LIMIT, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "A GPU has retired as many memory pages as DCGM allows: its memory is wearing out.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_RETIRED_PAGES_LIMIT (7)",
 		},
 		{
 			Name: "DCGMHealthCode8", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_RETIRED_PAGES_DBE_LIMIT, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "A GPU retired many pages for uncorrectable errors, more than one of them in the past week.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_RETIRED_PAGES_DBE_LIMIT (8)",
 		},
@@ -1067,11 +1090,13 @@ func reasons() []Reason {
 		},
 		{
 			Name: "DCGMHealthCode14", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_NVLINK_DOWN, priority TRIAGE, \"Check DCGM and system logs for errors. Reset GPU. Restart DCGM. Rerun diagnostics.\"",
 			Description: "An NVLink of a GPU is down.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_DOWN (14)",
 		},
 		{
 			Name: "DCGMHealthCode15", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_NVSWITCH_FATAL_ERROR, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "An NVSwitch link reported fatal errors.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVSWITCH_FATAL_ERROR (15)",
 		},
@@ -1082,36 +1107,43 @@ func reasons() []Reason {
 		},
 		{
 			Name: "DCGMHealthCode33", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_FIELD_VIOLATION, priority ISOLATE, \"Check DCGM and system logs for errors. Reset GPU. Restart DCGM. Rerun diagnostics.\"",
 			Description: "A DCGM field that must stay at zero is not: the GPU's fabric health shows an unhealthy route, degraded bandwidth, a recovery or a wrong configuration (failures), or a ConnectX adapter reports errors (uncorrectable fatal errors fail; health status and non-fatal errors warn).",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FIELD_VIOLATION (33)",
 		},
 		{
 			Name: "DCGMHealthCode36", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_FIELD_THRESHOLD_DBL, priority ISOLATE, \"Check DCGM and system logs for errors. Reset GPU. Restart DCGM. Rerun diagnostics.\"",
 			Description: "A CPU of the node is above DCGM's temperature or power threshold: over the warning temperature (warning), over the critical temperature or the power limit (failure).",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FIELD_THRESHOLD_DBL (36)",
 		},
 		{
 			Name: "DCGMHealthCode52", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_FAULTY_MEMORY, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "DCGM found faulty memory elements on a GPU that cannot be repaired in place.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FAULTY_MEMORY (52)",
 		},
 		{
 			Name: "DCGMHealthCode70", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "A GPU's NVLink sees more than 100 CRC errors per second.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD (70)",
 		},
 		{
 			Name: "DCGMHealthCode71", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_NVLINK_ERROR_CRITICAL, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "A GPU's NVLink counted errors of a kind that should never occur (replay, recovery, or on Blackwell a failed recovery). Counts of the pre-Blackwell lifetime counters (CRC, recovery, replay) only reset with the GPU, so they are reported as Warnings: they say the link once erred, not that it fails now.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_ERROR_CRITICAL (71)",
 		},
 		{
 			Name: "DCGMHealthCode80", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_ROW_REMAP_FAILURE, \"Row remapping failure indicates unrecoverable memory hardware damage. Reset the GPU or reboot the node immediately.\": the reset contains it, the damage stays (NVIDIA GPU Memory Error Management, RMA Policy Thresholds)",
 			Description: "A GPU had uncorrectable memory errors and could not remap the row: the memory is damaged.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_ROW_REMAP_FAILURE (80)",
 		},
 		{
 			Name: "DCGMHealthCode81", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_UNCONTAINED_ERROR, priority ISOLATE, \"Drain the GPU and reset it or reboot the node.\"",
 			Description: "A GPU had an uncontained memory error (XID 95): every application on it is affected and the GPU must be reset.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_UNCONTAINED_ERROR (81)",
 		},
@@ -1122,16 +1154,19 @@ func reasons() []Reason {
 		},
 		{
 			Name: "DCGMHealthCode119", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_NVLINK_EFFECTIVE_BER_THRESHOLD, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "A GPU's NVLink effective bit error rate is above DCGM's threshold.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_EFFECTIVE_BER_THRESHOLD (119)",
 		},
 		{
 			Name: "DCGMHealthCode120", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "Reboot", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_FALLEN_OFF_BUS, priority ISOLATE, \"re-seat the GPU ... If the issue persists, please run a field diagnostic\"; the XID catalog's RESTART_BM for the same fault (XID 79) first, then Quarantine for the person who re-seats it",
 			Description: "A GPU fell off the PCIe bus (XID 79); only a reboot, often a power cycle, brings it back.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_FALLEN_OFF_BUS (120)",
 		},
 		{
 			Name: "DCGMHealthCode121", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ReplaceHardware", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_NVLINK_SYMBOL_BER_THRESHOLD, priority ISOLATE, \"Run a field diagnostic on the GPU.\"",
 			Description: "A GPU's NVLink symbol bit error rate is above DCGM's threshold.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_NVLINK_SYMBOL_BER_THRESHOLD (121)",
 		},
@@ -1147,11 +1182,13 @@ func reasons() []Reason {
 		},
 		{
 			Name: "DCGMHealthCode125", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_GPU_RECOVERY_RESET (the driver's recovery action GPU_RESET), priority RESET, \"Terminate all GPU processes and reset the GPU.\"",
 			Description: "The driver says a GPU needs a reset to recover from a fault.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_GPU_RECOVERY_RESET (125)",
 		},
 		{
 			Name: "DCGMHealthCode126", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "Reboot", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_GPU_RECOVERY_REBOOT (the driver's recovery action NODE_REBOOT), \"Reboot the operating system to restore a consistent state.\"",
 			Description: "The driver says a GPU fault may have left the OS inconsistent: the node needs a reboot.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_GPU_RECOVERY_REBOOT (126)",
 		},
@@ -1162,6 +1199,7 @@ func reasons() []Reason {
 		},
 		{
 			Name: "DCGMHealthCode128", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "DCGM 4.6 dcgm_errors.c/dcgm_errors.h: DCGM_FR_GPU_RECOVERY_DRAIN_RESET (the driver's recovery action DRAIN_AND_RESET), priority RESET, \"Do not schedule new work on this GPU. Reset the GPU after existing work has drained.\"",
 			Description: "A GPU runs at reduced capacity after a fault: drain it and reset it.",
 			Detects:     "`dcgmi health --check --json` incident of DCGM_FR_GPU_RECOVERY_DRAIN_RESET (128)",
 		},
@@ -1178,24 +1216,28 @@ func reasons() []Reason {
 		{
 			Name: "NeuronDMAError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ReplaceHardware", RemedySource: "AWS Neuron node problem detector and recovery (Neuron documentation, Kubernetes: neuron-problem-detector-and-recovery): after an unrecoverable Neuron hardware error it has the node replaced; the Neuron tools reset no single device",
 			Description: "A Neuron DMA engine encountered an unrecoverable error.",
 			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=DMA_ERROR",
 		},
 		{
 			Name: "NeuronHBMUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ReplaceHardware", RemedySource: "AWS Neuron node problem detector and recovery (Neuron documentation, Kubernetes: neuron-problem-detector-and-recovery): after an unrecoverable Neuron hardware error it has the node replaced; the Neuron tools reset no single device",
 			Description: "A Neuron device's HBM encountered an uncorrectable error and produced incorrect results.",
 			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR",
 		},
 		{
 			Name: "NeuronNCUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ReplaceHardware", RemedySource: "AWS Neuron node problem detector and recovery (Neuron documentation, Kubernetes: neuron-problem-detector-and-recovery): after an unrecoverable Neuron hardware error it has the node replaced; the Neuron tools reset no single device",
 			Description: "A NeuronCore uncorrectable memory error was detected.",
 			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=NC_UNCORRECTABLE_ERROR",
 		},
 		{
 			Name: "NeuronSRAMUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ReplaceHardware", RemedySource: "AWS Neuron node problem detector and recovery (Neuron documentation, Kubernetes: neuron-problem-detector-and-recovery): after an unrecoverable Neuron hardware error it has the node replaced; the Neuron tools reset no single device",
 			Description: "A Neuron device's on-chip SRAM encountered a parity error and produced incorrect results.",
 			Detects:     "kernel lines of the Neuron driver carrying NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR",
 		},
@@ -1206,6 +1248,7 @@ func reasons() []Reason {
 		},
 		{
 			Name: "AMDGPUUncorrectableError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "check",
+			Remedy: "ResetGPU", RemedySource: "Linux amdgpu RAS documentation (Documentation/gpu/amdgpu/ras.rst, amdgpu_ras.c, \"RAS Reboot Behavior for Unrecoverable Errors\"): \"Normally when there is an uncorrectable error, the driver will reset the GPU to recover\"; the bad pages are retired to the GPU's EEPROM",
 			Description: "An AMD GPU counted uncorrectable RAS (ECC/parity) errors since the driver loaded, in any IP block (UMC memory, GFX, SDMA, XGMI, ...). The GPU's results cannot be trusted until it is reset and the bad pages retired.",
 			Detects:     "amdgpu sysfs /sys/class/drm/cardN/device/ras/*_err_count with \"ue:\" above zero",
 		},
@@ -1218,12 +1261,14 @@ func reasons() []Reason {
 		{
 			Name: "AMDGPUHardwareError", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "ResetGPU", RemedySource: "Linux amdgpu RAS documentation (Documentation/gpu/amdgpu/ras.rst, amdgpu_ras.c, \"RAS Reboot Behavior for Unrecoverable Errors\"): an uncorrectable error is recovered by a GPU reset",
 			Description: "The amdgpu driver reported uncorrectable hardware errors (RAS) or a fatal error interrupt.",
 			Detects:     "kernel \"amdgpu ...: N uncorrectable hardware errors detected in BLOCK block\" and \"uncorrectable hardware error(...) detected!\"",
 		},
 		{
 			Name: "AMDGPUResetFailed", Condition: "AcceleratedHardwareReady", Severity: "Fatal", Source: "log",
 			QuietPeriod: time.Duration(2700000000000),
+			Remedy:      "Reboot", RemedySource: "Linux amdgpu RAS documentation (Documentation/gpu/amdgpu/ras.rst, amdgpu_ras.c, \"RAS Reboot Behavior for Unrecoverable Errors\"): when the driver's own reset cannot recover the GPU (an unrecoverable error), the system is rebooted (ras/auto_reboot)",
 			Description: "The amdgpu driver failed to reset a hung GPU; the GPU is unusable until the node reboots.",
 			Detects:     "kernel \"amdgpu ...: GPU reset(N) failed\" and \"GPU Recovery Failed\"",
 		},

@@ -41,8 +41,13 @@ type Reason struct {
 	Source      string     `json:"source"`
 	QuietPeriod string     `json:"quietPeriod,omitempty"`
 	Threshold   *Threshold `json:"threshold,omitempty"`
-	Description string     `json:"description"`
-	Detects     string     `json:"detects"`
+	// Remedy is the lightest host action the vendor's catalogue says
+	// resolves the fault (health.Remedies); RemedySource cites where the
+	// catalogue says so. Fatal reasons only.
+	Remedy       string `json:"remedy,omitempty"`
+	RemedySource string `json:"remedySource,omitempty"`
+	Description  string `json:"description"`
+	Detects      string `json:"detects"`
 }
 
 // Family is a name that stands for a set of reasons wherever a reason is
@@ -169,6 +174,17 @@ func (f *File) validate() error {
 		}
 		if r.Threshold != nil && r.Threshold.Unit == "" {
 			errs = append(errs, fmt.Errorf("%s: threshold needs a unit", where))
+		}
+		switch {
+		case r.Remedy == "" && r.RemedySource != "":
+			errs = append(errs, fmt.Errorf("%s: remedySource without a remedy", where))
+		case r.Remedy == "":
+		case !health.Remedy(r.Remedy).Valid():
+			errs = append(errs, fmt.Errorf("%s: remedy %q is not one of %v", where, r.Remedy, health.Remedies()))
+		case sev != health.Fatal:
+			errs = append(errs, fmt.Errorf("%s: only a Fatal reason has a remedy (nothing is repaired for a %s)", where, r.Severity))
+		case strings.TrimSpace(r.RemedySource) == "":
+			errs = append(errs, fmt.Errorf("%s: remedy %s needs its remedySource: the vendor catalogue that says so", where, r.Remedy))
 		}
 	}
 	errs = append(errs, f.validateFamilies(seen)...)
@@ -315,6 +331,9 @@ func reasons() []Reason {
 {{- if .Threshold}}
 			Threshold: &Threshold{Default: {{.Threshold.Default}}, Unit: {{q .Threshold.Unit}}},
 {{- end}}
+{{- if .Remedy}}
+			Remedy: {{q .Remedy}}, RemedySource: {{q .RemedySource}},
+{{- end}}
 			Description: {{q .Description}},
 			Detects: {{q .Detects}},
 		},
@@ -344,7 +363,9 @@ func (f *File) RenderDocs() []byte {
 	b.WriteString("(the node becomes repairable); **Warning** and **Info** reasons are Kubernetes Events on the Node and ")
 	b.WriteString("leave the condition `True`. A fault is Fatal when it persists whatever pods run and does not clear by ")
 	b.WriteString("itself; one that workloads can cause, or that clears by itself, is a Warning. ")
-	b.WriteString("Reason strings are a stable public API: see `pkg/health/reasons.lock`.\n\n")
+	b.WriteString("Reason strings are a stable public API: see `pkg/health/reasons.lock`. ")
+	b.WriteString("A remedy is the lightest host action the vendor's catalogue says resolves the fault, with its source; ")
+	b.WriteString("the default repair ladder starts there (docs/accelerators.md, \"Remedy per reason\").\n\n")
 	for _, m := range f.Monitors {
 		var rows []Reason
 		for _, r := range f.Reasons {
@@ -356,9 +377,9 @@ func (f *File) RenderDocs() []byte {
 			continue
 		}
 		fmt.Fprintf(&b, "## %s\n\nHealthy reason: `%s` (monitor `%s`).\n\n", m.Condition, m.HealthyReason, m.Name)
-		b.WriteString("| reason | severity | detects | recovers | description |\n|---|---|---|---|---|\n")
+		b.WriteString("| reason | severity | detects | recovers | remedy | description |\n|---|---|---|---|---|---|\n")
 		for _, r := range rows {
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.Severity, cell(r.Detects), cell(recoveryText(r)), cell(r.Description))
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", r.Name, r.Severity, cell(r.Detects), cell(recoveryText(r)), remedyCell(r), cell(r.Description))
 		}
 		b.WriteString("\n")
 	}
@@ -477,4 +498,109 @@ func (f *File) Names() []string {
 		ns = append(ns, r.Name)
 	}
 	return slices.Clip(ns)
+}
+
+// Generated sections of docs/accelerators.md: the text between a BEGIN and
+// an END marker is replaced, the rest of the page is written by hand.
+const (
+	beginMarker = "<!-- BEGIN GENERATED %s: hack/genreasons from pkg/health/reasons.yaml; do not edit -->\n"
+	endMarker   = "<!-- END GENERATED %s -->"
+)
+
+// RenderAccelerators returns page (docs/accelerators.md) with its generated
+// sections rendered from the registry: "xid", the NVIDIA XID table, and
+// "remedies", the remedy of every Fatal accelerator reason with the vendor
+// source that names it. Each section must be present exactly once.
+func (f *File) RenderAccelerators(page []byte) ([]byte, error) {
+	out := string(page)
+	for _, s := range []struct {
+		name string
+		body string
+	}{{"xid", f.xidTable()}, {"remedies", f.remedyTable()}} {
+		begin, end := fmt.Sprintf(beginMarker, s.name), fmt.Sprintf(endMarker, s.name)
+		i, j := strings.Index(out, begin), strings.Index(out, end)
+		if i < 0 || j < i || strings.Count(out, begin) != 1 {
+			return nil, fmt.Errorf("docs/accelerators.md: want one %q ... %q section", strings.TrimSpace(begin), end)
+		}
+		out = out[:i+len(begin)] + s.body + out[j:]
+	}
+	return []byte(out), nil
+}
+
+// DefaultLadderText is the ladder the controller gives a node no engine
+// owns for a Fatal fault with remedy rm and no policy ladder, as
+// docs/accelerators.md shows it (pkg/repair/ladder.Resolve; a test there
+// holds the docs to it).
+func DefaultLadderText(rm health.Remedy) string {
+	switch rm {
+	case health.RemedyResetGPU:
+		return "ResetAccelerator → Reboot → Quarantine"
+	case health.RemedyReplaceHardware:
+		return "Quarantine"
+	}
+	return "Reboot → Quarantine"
+}
+
+// xidNumber is the XID of an NvidiaXID<N>Error/Warning reason, 0 otherwise.
+func xidNumber(name string) int {
+	for _, t := range []string{"NvidiaXID%dError", "NvidiaXID%dWarning"} {
+		if matchesTemplate(t, name) {
+			var n int
+			fmt.Sscanf(strings.TrimPrefix(name, "NvidiaXID"), "%d", &n)
+			return n
+		}
+	}
+	return 0
+}
+
+func (f *File) xidTable() string {
+	var b strings.Builder
+	b.WriteString("| XID | what | severity | reason | why | vendor remedy | default ladder (no engine) |\n|---|---|---|---|---|---|---|\n")
+	type row struct {
+		n int
+		r Reason
+	}
+	var rows []row
+	for _, r := range f.Reasons {
+		if n := xidNumber(r.Name); n > 0 {
+			rows = append(rows, row{n, r})
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].n < rows[j].n })
+	for _, x := range rows {
+		desc := strings.Join(strings.Fields(x.r.Description), " ")
+		what, why := "", desc
+		if rest, ok := strings.CutPrefix(desc, fmt.Sprintf("XID %d, ", x.n)); ok {
+			what, why, _ = strings.Cut(rest, ". ")
+		}
+		remedy, ladder := "—", "— (an Event)"
+		if x.r.Severity == string(health.Fatal) {
+			remedy, ladder = remedyCell(x.r), DefaultLadderText(health.Remedy(x.r.Remedy))
+		}
+		fmt.Fprintf(&b, "| %d | %s | **%s** | `%s` | %s | %s | %s |\n", x.n, cell(what), x.r.Severity, x.r.Name, cell(why), remedy, ladder)
+	}
+	return b.String()
+}
+
+func (f *File) remedyTable() string {
+	var b strings.Builder
+	b.WriteString("| reason | severity | remedy | the vendor's guidance | default ladder (no engine) |\n|---|---|---|---|---|\n")
+	for _, r := range f.Reasons {
+		if r.Condition != string(health.AcceleratedHardwareReady) || r.Severity != string(health.Fatal) {
+			continue
+		}
+		rm, src := "—", "no vendor catalogue names a host action for it"
+		if r.Remedy != "" {
+			rm, src = "`"+r.Remedy+"`", cell(r.RemedySource)
+		}
+		fmt.Fprintf(&b, "| `%s` | **%s** | %s | %s | %s |\n", r.Name, r.Severity, rm, src, DefaultLadderText(health.Remedy(r.Remedy)))
+	}
+	return b.String()
+}
+
+func remedyCell(r Reason) string {
+	if r.Remedy == "" {
+		return "—"
+	}
+	return "`" + r.Remedy + "`: " + cell(r.RemedySource)
 }

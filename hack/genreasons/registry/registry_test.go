@@ -72,6 +72,13 @@ func TestValidation(t *testing.T) {
 		"fatal log needs quiet": strings.Replace(base, "quietPeriod: 45m, ", "", 1),
 		"duplicate":             base + "  - {name: SoftLockup, condition: KernelReady, severity: Warning, source: log, description: d, detects: x}\n",
 		"kubelet condition":     strings.Replace(base, "condition: KernelReady, healthyReason", "condition: DiskPressure, healthyReason", 1),
+		"unknown remedy":        strings.Replace(base, "quietPeriod: 45m, ", "quietPeriod: 45m, remedy: Pray, remedySource: s, ", 1),
+		"remedy without source": strings.Replace(base, "quietPeriod: 45m, ", "quietPeriod: 45m, remedy: Reboot, ", 1),
+		"source without remedy": strings.Replace(base, "quietPeriod: 45m, ", "quietPeriod: 45m, remedySource: s, ", 1),
+		"remedy on a warning":   strings.Replace(base, "severity: Warning, source: log,", "severity: Warning, source: log, remedy: Reboot, remedySource: s,", 1),
+	}
+	if _, err := Parse([]byte(strings.Replace(base, "quietPeriod: 45m, ", "quietPeriod: 45m, remedy: Reboot, remedySource: s, ", 1))); err != nil {
+		t.Fatalf("a Fatal reason with a remedy and its source: %v", err)
 	}
 	for name, reg := range cases {
 		t.Run(name, func(t *testing.T) {

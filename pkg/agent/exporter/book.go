@@ -235,13 +235,21 @@ func healthyMessage(t health.ConditionType) string {
 	return fmt.Sprintf("nodemend is monitoring %s; no fault is active", strings.TrimSuffix(string(t), "Ready"))
 }
 
-// summarize names the oldest active fault, and how many others there are.
+// summarize names the active fault with the heaviest remedy (the
+// registry's, from the vendor's catalogue), the oldest of those, and how
+// many others there are. The condition's reason is what the controller
+// starts its ladder from: naming a fault a GPU reset resolves while another
+// needs a reboot or new hardware would start with a rung that cannot help.
+// On conditions whose reasons name no remedy this is the oldest fault.
 func summarize(faults map[faultKey]*fault) (reason, message string) {
 	list := make([]*fault, 0, len(faults))
 	for _, f := range faults {
 		list = append(list, f)
 	}
 	sort.Slice(list, func(i, j int) bool {
+		if wi, wj := list[i].reason.Remedy.Weight(), list[j].reason.Remedy.Weight(); wi != wj {
+			return wi > wj
+		}
 		if !list[i].first.Equal(list[j].first) {
 			return list[i].first.Before(list[j].first)
 		}

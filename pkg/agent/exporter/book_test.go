@@ -35,7 +35,9 @@ func TestCheckTakesOverAFaultAStreamRaised(t *testing.T) {
 	}
 	b.observe(d(dbe, "0000:2b:00", "double-bit ECC error reported by an NVML event"), now)
 	b.observe(d(xid79, "0000:3b:00", "XID 79"), now)
-	if s, r := status(); s != corev1.ConditionFalse || r != health.ReasonNvidiaDoubleBitError {
+	// XID 79 needs a reboot, the double-bit error a GPU reset: the heavier
+	// remedy names the condition.
+	if s, r := status(); s != corev1.ConditionFalse || r != health.ReasonNvidiaXID79Error {
 		t.Fatalf("after the event: %s %s", s, r)
 	}
 	owned := []string{health.ReasonNvidiaDoubleBitError}

@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,54 @@ func TestClearAfterReset(t *testing.T) {
 	}
 	h.exp.ClearAfterReset([]string{"0000:5d:00.0", "0000:86:00.0"}, false)
 	h.eventually("XID 79 remains", hasStatus(health.AcceleratedHardwareReady, corev1.ConditionFalse, health.ReasonNvidiaXID79Error))
+}
+
+// Of two faults on one condition, the one whose remedy is heavier names the
+// condition, whatever their order: the controller starts its ladder from
+// the condition's reason. A double-bit error (a GPU reset activates the
+// remapped row) followed by XID 64 (the remap failed: new hardware) is a
+// hardware fault. The reset candidates are PCI addresses only: a DCGM
+// finding names a DCGM entity, which no reset tool takes, and is cleared
+// when every GPU was reset.
+func TestHeaviestRemedyNamesTheCondition(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := startExporter(t, newNode(t), clk, "nvidia")
+	on := func(reason, subject string) Detection {
+		d := detection(t, reason, reason+" on "+subject, clk.Now())
+		d.Finding.Subject = subject
+		return d
+	}
+	h.exp.Report(on(health.ReasonNvidiaXID48Error, "0000:3b:00"))
+	h.eventually("XID 48 names the condition", hasStatus(health.AcceleratedHardwareReady, corev1.ConditionFalse, health.ReasonNvidiaXID48Error))
+	clk.Step(time.Second)
+	h.exp.Report(on(health.ReasonNvidiaXID64Error, "0000:3b:00"))
+	h.eventually("XID 64, the heavier remedy, names it", hasStatus(health.AcceleratedHardwareReady, corev1.ConditionFalse, health.ReasonNvidiaXID64Error))
+
+	dcgm := on(health.ReasonDCGMHealthCode125, "GPU 0")
+	h.exp.ReportCheck([]string{health.ReasonDCGMHealthCode125}, []Detection{dcgm})
+	if got := h.exp.ResetCandidates(); !slices.Equal(got, []string{"0000:3b:00"}) {
+		t.Errorf("ResetCandidates = %v, want the PCI address only", got)
+	}
+	h.exp.ClearAfterReset([]string{"0000:3b:00.0"}, false)
+	if got := h.exp.ResetCandidates(); len(got) != 0 {
+		t.Errorf("after the reset of 3b: %v", got)
+	}
+	h.eventually("the DCGM fault stays after one GPU's reset", func(n *corev1.Node) bool {
+		c := cond(n, health.AcceleratedHardwareReady)
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == health.ReasonNvidiaXID64Error && strings.Contains(c.Message, health.ReasonDCGMHealthCode125)
+	})
+	h.exp.ClearAfterReset(nil, true)
+	h.eventually("XID 64 alone after every GPU's reset", func(n *corev1.Node) bool {
+		c := cond(n, health.AcceleratedHardwareReady)
+		return c != nil && c.Reason == health.ReasonNvidiaXID64Error && !strings.Contains(c.Message, "more active")
+	})
+}
+
+func TestIsPCIAddress(t *testing.T) {
+	for s, want := range map[string]bool{"0000:3b:00": true, "0000:3b:00.0": true, "00000001:3B:1f.7": true, "GPU 0": false, "": false,
+		"0000:3b:00.8": false, "000:3b:00": false, "0000:3b:0g": false, "0000:3b": false, "0000:3b:00.01": false} {
+		if got := isPCIAddress(s); got != want {
+			t.Errorf("isPCIAddress(%q) = %v, want %v", s, got, want)
+		}
+	}
 }

@@ -72,12 +72,17 @@ func hardwareTypeName(t uint16) string {
 	return fmt.Sprintf("[%d]", t)
 }
 
-// linkTypePattern is what an entry of excludeLinkTypes may be: a kind or
-// a hardware type name as ip prints them.
-var linkTypePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._/-]*$|^\[[0-9]+\]$`)
-
-// ValidLinkType reports whether s may name a link type.
-func ValidLinkType(s string) bool { return linkTypePattern.MatchString(s) }
+// ValidLinkType reports whether s may name a link type: a kind or a
+// hardware type name as ip prints them ("gre", "ieee802.11"), or an
+// unnamed hardware type as "[N]".
+func ValidLinkType(s string) bool {
+	if n, ok := strings.CutPrefix(s, "["); ok {
+		n, ok = strings.CutSuffix(n, "]")
+		return ok && n != "" && strings.Trim(n, "0123456789") == ""
+	}
+	return s != "" && strings.ContainsRune("abcdefghijklmnopqrstuvwxyz0123456789", rune(s[0])) &&
+		strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789._/-") == ""
+}
 
 // exclusion decides which links the interface checks leave alone: by name
 // (an RE2 pattern) or by type (kind or hardware type). Loopbacks are always

@@ -306,3 +306,16 @@ func TestLinkTypeExclusion(t *testing.T) {
 		t.Error("an empty type list excludes nothing")
 	}
 }
+
+func TestValidLinkType(t *testing.T) {
+	for _, s := range []string{"gre", "ipoib", "ieee802.11", "ip6gre", "[823]", "ieee802.11/prism"} {
+		if !ValidLinkType(s) {
+			t.Errorf("%q should be valid", s)
+		}
+	}
+	for _, s := range []string{"", "GRE", "gre0 ", "[]", "[8a]", "-gre", "gre,sit", "[823"} {
+		if ValidLinkType(s) {
+			t.Errorf("%q should be refused", s)
+		}
+	}
+}

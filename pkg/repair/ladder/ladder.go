@@ -26,18 +26,24 @@ import (
 // Resolve is the ladder of a node under pol for a fault with the given
 // condition reason. A policy's own ladder is used as written; the default
 // is [Replace] where an engine owns the node (as before the ladder existed),
-// otherwise [ResetAccelerator,] Reboot, Quarantine — ResetAccelerator first
-// for the faults NVIDIA's catalogue resolves with a GPU reset. A ladder that
-// does not end in Replace or Quarantine ends in Quarantine: a node whose
-// fault every rung failed to fix goes to a person, never back to work.
+// otherwise it starts at the remedy the vendor's catalogue names for the
+// reason (the registry's remedy, docs/accelerators.md): ResetAccelerator,
+// Reboot, Quarantine for a GPU reset; Reboot, Quarantine for a reboot or no
+// known remedy; Quarantine alone for hardware only a person can fix, where a
+// reset or a reboot would only bring a broken node back to work for a while.
+// A ladder that does not end in Replace or Quarantine ends in Quarantine: a
+// node whose fault every rung failed to fix goes to a person, never back to
+// work.
 func Resolve(pol policy.Policy, engineOwned bool, reason string) []policy.Rung {
 	l := pol.Ladder
 	if l == nil {
-		switch {
+		switch rm := health.CatalogueRemedy(reason); {
 		case engineOwned:
 			l = []policy.Rung{policy.NewRung(v1alpha1.LadderReplace)}
-		case health.CatalogueRemedy(reason) == health.RemedyResetGPU:
+		case rm == health.RemedyResetGPU:
 			l = []policy.Rung{policy.NewRung(v1alpha1.LadderResetAccelerator), policy.NewRung(v1alpha1.LadderReboot)}
+		case rm == health.RemedyReplaceHardware:
+			l = []policy.Rung{}
 		default:
 			l = []policy.Rung{policy.NewRung(v1alpha1.LadderReboot)}
 		}

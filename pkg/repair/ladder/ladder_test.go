@@ -33,6 +33,22 @@ func TestResolveDefaults(t *testing.T) {
 		{false, health.ReasonNvidiaXID79Error, "Reboot,Quarantine"},
 		{false, health.ReasonNvidiaXID48Error, "ResetAccelerator,Reboot,Quarantine"},
 		{false, health.ReasonNvidiaDoubleBitError, "ResetAccelerator,Reboot,Quarantine"},
+		// Each vendor's remedy (reasons.yaml): a row remap that failed and
+		// a Neuron hardware error go to a person at once; DCGM's recovery
+		// actions are followed; AMD's uncorrectable errors get the reset the
+		// agent can do, a failed driver reset a reboot.
+		{false, health.ReasonNvidiaXID64Error, "Quarantine"},
+		{true, health.ReasonNvidiaXID64Error, "Replace"},
+		{false, health.ReasonNvidiaXID54Error, "Quarantine"},
+		{false, health.ReasonDCGMHealthCode125, "ResetAccelerator,Reboot,Quarantine"},
+		{false, health.ReasonDCGMHealthCode126, "Reboot,Quarantine"},
+		{false, health.ReasonDCGMHealthCode128, "ResetAccelerator,Reboot,Quarantine"},
+		{false, health.ReasonDCGMHealthCode80, "Quarantine"},
+		{false, health.ReasonNeuronHBMUncorrectableError, "Quarantine"},
+		{false, health.ReasonNeuronDeviceCountMismatch, "Reboot,Quarantine"},
+		{false, health.ReasonAMDGPUUncorrectableError, "ResetAccelerator,Reboot,Quarantine"},
+		{false, health.ReasonAMDGPUHardwareError, "ResetAccelerator,Reboot,Quarantine"},
+		{false, health.ReasonAMDGPUResetFailed, "Reboot,Quarantine"},
 	}
 	for _, c := range cases {
 		if got := actions(Resolve(def, c.engine, c.reason)); got != c.want {
