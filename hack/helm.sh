@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# helm.sh builds the helm CLI that the chart tests (deploy/deploytest) and
-# hack/render-manifests run, from the Go module proxy at the version pinned in
-# hack/tools/go.mod, into a cache keyed by that version. A second run finds it
-# and returns at once. The main module never depends on helm.
+# helm.sh builds the helm CLI that the real-node tier (make e2e-node,
+# hack/real-node.sh) installs the chart with, as a user does, from the Go
+# module proxy at the version pinned in hack/tools/go.mod, into a cache keyed
+# by that version. A second run finds it and returns at once. The chart tests
+# and hack/render-manifests render with the Helm library of the same version
+# (deploy/deploytest/helmrender; a test keeps the two pins together) and do
+# not need it.
 #
 # Usage: hack/helm.sh        Prints the path of the helm binary as its last line.
 # Environment: NODEMEND_CACHE (default ~/.cache/nodemend)

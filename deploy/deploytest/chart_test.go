@@ -3,11 +3,12 @@ package deploytest
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"nodemend.dev/nodemend/deploy/deploytest/helmrender"
 )
 
 // deploy/manifests and the chart's CRDs are what the chart and deploy/crds
@@ -21,7 +22,7 @@ func TestPlainManifestsAreCurrent(t *testing.T) {
 	for _, s := range stale {
 		t.Errorf("deploy/helm/nodemend/crds/%s; %s", s, fix)
 	}
-	want, err := RenderManifests()
+	want, err := chart.Manifests()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +37,9 @@ func TestPlainManifestsAreCurrent(t *testing.T) {
 
 // helm lint --strict passes with the defaults and with every feature on.
 func TestHelmLint(t *testing.T) {
-	for _, extra := range [][]string{nil, {"--values", filepath.Join("testdata", "all-features.yaml")}} {
-		out, err := RunHelm(append([]string{"lint", "--strict", ChartDir()}, extra...)...)
-		if err != nil {
-			t.Errorf("helm lint %v: %v\n%s", extra, err, out)
+	for _, v := range []helmrender.Values{{}, allFeatures} {
+		if err := chart.Lint(v); err != nil {
+			t.Errorf("values %v: %v", v, err)
 		}
 	}
 }
@@ -61,7 +61,7 @@ func TestValuesSchemaRefusesBadValues(t *testing.T) {
 		{"agent.diagnostics.allowUploadCIDRs[0]=everywhere", "/agent/diagnostics/allowUploadCIDRs/0"},
 		{"agnet.enabled=true", "agnet"},
 	} {
-		_, err := Template(c.set)
+		_, err := chart.Template(helmrender.Values{Set: []string{c.set}})
 		if err == nil {
 			t.Errorf("--set %s: rendered, want refused", c.set)
 			continue
@@ -76,17 +76,17 @@ func TestValuesSchemaRefusesBadValues(t *testing.T) {
 // key twice (helm and lenient decoders keep the last one silently; kubectl
 // and other tools refuse the file).
 func TestRenderedYAMLHasNoDuplicateKeys(t *testing.T) {
-	for _, extra := range [][]string{nil, {"--values", filepath.Join("testdata", "all-features.yaml")}} {
-		out, err := TemplateArgs(extra...)
+	for _, v := range []helmrender.Values{{}, allFeatures} {
+		out, err := chart.Template(v)
 		if err != nil {
-			t.Fatalf("helm template %v: %v", extra, err)
+			t.Fatalf("helm template %v: %v", v, err)
 		}
 		for i, doc := range strings.Split(string(out), "\n---") {
 			if strings.TrimSpace(doc) == "" {
 				continue
 			}
 			if _, err := yaml.YAMLToJSONStrict([]byte(doc)); err != nil {
-				t.Errorf("helm template %v, document %d: %v\n%s", extra, i, err, head(doc, 12))
+				t.Errorf("helm template %v, document %d: %v\n%s", v, i, err, head(doc, 12))
 			}
 		}
 	}

@@ -14,12 +14,20 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"nodemend.dev/nodemend/deploy/deploytest/helmrender"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
 // One control plane for the package: the chart with every feature on is
 // installed into it once, in TestMain; the tests then check what the API
 // server accepted and how the installed policies and roles behave.
+// chart is the chart as the plain manifests and these tests render it, for
+// the test API server's Kubernetes version (TestMain sets it).
+var chart = helmrender.Release{Chart: ChartDir(), Name: ReleaseName, Namespace: Namespace}
+
+// allFeatures turns every optional part of the chart on.
+var allFeatures = helmrender.Values{Files: []string{filepath.Join("testdata", "all-features.yaml")}}
+
 var (
 	env       *testenv.Env
 	admin     kubernetes.Interface
@@ -44,7 +52,12 @@ func TestMain(m *testing.M) {
 		if dyn, err = dynamic.NewForConfig(e.Config); err != nil {
 			return err
 		}
-		out, err := TemplateArgs("--values", filepath.Join("testdata", "all-features.yaml"))
+		v, err := e.Client.Discovery().ServerVersion()
+		if err != nil {
+			return err
+		}
+		chart.KubeVersion = v.GitVersion
+		out, err := chart.Template(allFeatures)
 		if err != nil {
 			return err
 		}

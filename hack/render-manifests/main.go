@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"nodemend.dev/nodemend/deploy/deploytest"
+	"nodemend.dev/nodemend/deploy/deploytest/helmrender"
 )
 
 func main() {
@@ -26,7 +27,8 @@ func run() error {
 	if err := deploytest.SyncChartCRDs(); err != nil {
 		return err
 	}
-	out, err := deploytest.RenderManifests()
+	chart := helmrender.Release{Chart: deploytest.ChartDir(), Name: deploytest.ReleaseName, Namespace: deploytest.Namespace}
+	out, err := chart.Manifests()
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 // Module tools pins the commands the project builds apart from the main
-// module's dependencies: controller-gen (make generate) and helm (hack/helm.sh,
-// for the chart tests).
+// module's dependencies: controller-gen (make generate), the helm CLI
+// (hack/helm.sh, for the real-node tier; go.mod requires the same version for
+// the chart tests) and AWS's EC2 metadata mock (hack/metadata-mock.sh).
 module nodemend.dev/hack/tools
 
 go 1.26.0

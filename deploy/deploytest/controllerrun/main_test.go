@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"nodemend.dev/nodemend/deploy/deploytest"
+	"nodemend.dev/nodemend/deploy/deploytest/helmrender"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 )
 
@@ -39,7 +40,12 @@ func TestMain(m *testing.M) {
 	}
 	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{engines}}, func(e *testenv.Env) error {
 		env, admin = e, e.Client
-		out, err := deploytest.RenderManifests()
+		v, err := e.Client.Discovery().ServerVersion()
+		if err != nil {
+			return err
+		}
+		chart := helmrender.Release{Chart: deploytest.ChartDir(), Name: deploytest.ReleaseName, Namespace: deploytest.Namespace, KubeVersion: v.GitVersion}
+		out, err := chart.Manifests()
 		if err != nil {
 			return err
 		}
