@@ -8,17 +8,27 @@ BIN := bin
 # agent.Dockerfile and hack/images build with the same tags (deploy/deploytest).
 AGENT_TAGS := grpcnotrace
 
-.PHONY: helm images images-check images-reproducible images-docker all demo test test-short e2e e2e-node bench bench-fleet bench-fleet-karpenter bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: measure-cold gpu-check helm images images-check images-reproducible images-docker all demo test test-short e2e e2e-node bench bench-fleet bench-fleet-karpenter bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
-## demo: the whole detect → repair → diagnose loop on the local simulation (see README)
-demo: build kube-binaries sim-binaries deps
-	hack/demo.sh
+## demo: the whole detect → repair → diagnose loop on the local simulation (see README). hack/prepare.sh
+## builds what it needs first, as numbered steps with the time each took when measured (README "First run")
+demo:
+	GO=$(GO) hack/prepare.sh demo
 
-## test: every test, against a real kube-apiserver + etcd built from pinned sources
-test: kube-binaries deps helm
-	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -count=1 ./...
+## test: every test, against a real kube-apiserver + etcd built from pinned sources (hack/prepare.sh, as demo)
+test:
+	GO=$(GO) hack/prepare.sh test
+
+## measure-cold: the first run of demo and test from empty caches of their own (this machine's stay), step by step
+measure-cold:
+	hack/measure-cold.sh
+
+## gpu-check: the agent's NVIDIA paths against this machine's GPUs, judged against nvidia-smi and the tests'
+## fixtures (docs/accelerators.md#make-gpu-check); RESET=<bus id of an idle GPU> also resets it. No GPU: exits 0.
+gpu-check:
+	hack/gpu-check.sh $(if $(RESET),-reset $(RESET))
 
 ## e2e: the simulation as assertions (Karpenter replacement, the gate, tolerations, PDBs, leader loss); needs root
 e2e: build kube-binaries sim-binaries deps
@@ -64,7 +74,7 @@ build:
 kube-binaries:
 	hack/kube-binaries.sh >/dev/null
 
-## helm: the helm CLI (pinned in hack/tools), for the chart's lint/template tests
+## helm: the helm CLI (pinned in hack/tools, the version go.mod renders the chart with), for make e2e-node
 helm:
 	hack/helm.sh >/dev/null
 

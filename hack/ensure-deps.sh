@@ -22,6 +22,11 @@ for cmd in "${!need[@]}"; do
   fi
   missing+=("${need[${cmd}]}")
 done
+# --missing: print the packages that would be installed, install nothing.
+if [[ "${1:-}" == --missing ]]; then
+  [[ ${#missing[@]} -eq 0 ]] || printf '%s\n' "${missing[@]}"
+  exit 0
+fi
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 if [[ $(id -u) -ne 0 ]]; then
   echo "ensure-deps: please install: ${missing[*]} (apt-get install ${missing[*]})" >&2

@@ -4,11 +4,12 @@
 # hack/kubebin/go.mod, into a cache directory keyed by those versions.
 # A second run finds them and returns at once.
 #
-# Usage: hack/kube-binaries.sh [BINARY...]   (default: etcd kube-apiserver kube-scheduler,
+# Usage: hack/kube-binaries.sh [--missing] [BINARY...]   (default: etcd kube-apiserver kube-scheduler,
 # what the tests run; kubectl mend explain is tested on the real scheduler's messages;
 # hack/real-node.sh adds kube-controller-manager, kubelet and kube-proxy)
 # Prints the directory holding the binaries as its last line.
-# Environment: NODEMEND_CACHE (default ~/.cache/nodemend)
+# Environment: NODEMEND_CACHE (default ~/.cache/nodemend); NODEMEND_STEP ("i/n",
+# hack/prepare.sh's plan) numbers the progress line.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,6 +18,10 @@ etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "${here}/kubebin
 cache_root="${NODEMEND_CACHE:-${HOME}/.cache/nodemend}"
 bin_dir="${cache_root}/kubebin/kubernetes-${kube_version}_etcd-${etcd_version}_$(go env GOOS)-$(go env GOARCH)"
 
+# --missing: print the requested binaries that are not built yet, one a
+# line, and build nothing (hack/prepare.sh plans with it).
+query=false
+if [[ "${1:-}" == --missing ]]; then query=true; shift; fi
 want=("$@")
 [[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-scheduler)
 
@@ -41,32 +46,62 @@ kube_ldflags() {
   echo "-s -w${f}"
 }
 
-mkdir -p "${bin_dir}"
+missing=()
+pkgs=()
 for bin in "${want[@]}"; do
   pkg="$(package_of "${bin}")"
-  if [[ -x "${bin_dir}/${bin}" ]]; then
-    continue
-  fi
-  # One build of a binary at a time: callers that start together (test
-  # packages, helpers, a second make) wait for the first build and take
-  # its result instead of compiling the same thing again on the same cores.
-  exec 9>"${bin_dir}/.${bin}.lock"
-  flock 9
-  if [[ -x "${bin_dir}/${bin}" ]]; then
-    exec 9>&-
-    continue
-  fi
-  echo "building ${bin} (${pkg}) into ${bin_dir} — first time only, a few minutes on 2 cores" >&2
-  start=$(date +%s)
-  ldflags="-s -w"
-  [[ "${bin}" == etcd ]] || ldflags="$(kube_ldflags)"
-  # Build to a temporary name of its own and rename, so an interrupted
-  # build never leaves a half-written binary that a later run would trust,
-  # and builds running at once do not take each other's file.
-  tmp="$(mktemp "${bin_dir}/.${bin}.XXXXXX")"
-  (cd "${here}/kubebin" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "${ldflags}" -o "${tmp}" "${pkg}") || { rm -f "${tmp}"; exit 1; }
-  mv -f "${tmp}" "${bin_dir}/${bin}"
-  echo "built ${bin} in $(( $(date +%s) - start ))s" >&2
-  exec 9>&-
+  [[ -x "${bin_dir}/${bin}" ]] && continue
+  missing+=("${bin}")
+  pkgs+=("${pkg}")
 done
+
+if [[ "${query}" == true ]]; then
+  printf '%s\n' "${missing[@]}"
+  exit 0
+fi
+mkdir -p "${bin_dir}"
+if [[ ${#missing[@]} -gt 0 ]]; then
+  # One build at a time: callers that start together (test packages,
+  # helpers, a second make) wait for the first build and take its result
+  # instead of compiling the same thing again on the same cores. After the
+  # wait, only what is still missing is built.
+  exec 9>"${bin_dir}/.build.lock"
+  flock 9
+  still=()
+  stillpkgs=()
+  for i in "${!missing[@]}"; do
+    [[ -x "${bin_dir}/${missing[$i]}" ]] && continue
+    still+=("${missing[$i]}")
+    stillpkgs+=("${pkgs[$i]}")
+  done
+  missing=("${still[@]}")
+  pkgs=("${stillpkgs[@]}")
+fi
+if [[ ${#missing[@]} -gt 0 ]]; then
+  # One go build for every missing binary: the go command schedules all
+  # their packages over the cores at once, so one binary's link and its
+  # last, largest packages (which keep only one core busy) overlap with the
+  # others' compiling, instead of running one binary after the other.
+  # The -X stamps name packages etcd does not link; the linker ignores them.
+  # Into a temporary directory of its own, renamed when complete, so an
+  # interrupted build never leaves a half-written binary that a later run
+  # would trust, and builds running at once do not take each other's files.
+  tmp="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
+  trap 'rm -rf "${tmp}"' EXIT
+  build() {
+    (cd "${here}/kubebin" && CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+${GOFLAGS} }-mod=mod" \
+      go build -trimpath -ldflags "$(kube_ldflags)" -o "${tmp}/" "${pkgs[@]}")
+  }
+  # shellcheck source=lib/progress.sh
+  source "${here}/lib/progress.sh"
+  progress_step "$(progress_kube_key "${missing[@]}")" "building ${missing[*]} (Kubernetes ${kube_version}, etcd ${etcd_version}) from source into the cache" build
+  for i in "${!missing[@]}"; do
+    # go build names a binary after its package path's last element, or the
+    # one before a major version suffix (go.etcd.io/etcd/server/v3: server).
+    out="${pkgs[$i]##*/}"
+    [[ "${out}" =~ ^v[0-9]+$ ]] && { out="${pkgs[$i]%/*}"; out="${out##*/}"; }
+    mv -f "${tmp}/${out}" "${bin_dir}/${missing[$i]}"
+  done
+  exec 9>&-
+fi
 echo "${bin_dir}"
