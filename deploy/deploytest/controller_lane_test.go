@@ -86,16 +86,29 @@ func TestControllerWritesOnlyItsRepairStateOnNodes(t *testing.T) {
 	// The kubelet or agent reports the fault: the evidence.
 	setKernelReady(t, node.Name, corev1.ConditionFalse)
 	allowed("its taint on an unhealthy node", patch(types.JSONPatchType, addTaint))
-	allowed("a quarantine's cordon", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`))
+	refused("recording a cordon it does not make", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/repair-state":"{\"version\":1,\"cordoned\":true}"}}}`),
+		"records a cordon as its own only in the request that cordons the Node")
+	allowed("a quarantine's cordon, recorded", patch(types.MergePatchType,
+		`{"metadata":{"annotations":{"nodemend.dev/repair-state":"{\"version\":1,\"cordoned\":true}"}},"spec":{"unschedulable":true}}`))
 	refused("lifting its cordon while the fault is reported", patch(types.MergePatchType, `{"spec":{"unschedulable":false}}`),
 		"still shows one unhealthy")
 	setKernelReady(t, node.Name, corev1.ConditionTrue)
-	allowed("lifting its cordon once healthy", patch(types.MergePatchType, `{"spec":{"unschedulable":false}}`))
+	allowed("lifting its cordon once healthy", patch(types.MergePatchType,
+		`{"metadata":{"annotations":{"nodemend.dev/repair-state":"{\"version\":1}"}},"spec":{"unschedulable":false}}`))
 	refused("cordoning a healthy node", patch(types.MergePatchType, `{"spec":{"unschedulable":true}}`), "cordons only a Node it is repairing")
+	// A person's cordon is never nodemend's to lift, whatever it records.
+	Must[*corev1.Node](t)(admin.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}))
+	refused("claiming a person's cordon", patch(types.MergePatchType, `{"metadata":{"annotations":{"nodemend.dev/cordoned":"true"}}}`),
+		"was cordoned already")
+	refused("lifting a person's cordon", patch(types.MergePatchType, `{"spec":{"unschedulable":false}}`), "is not cordoned by nodemend")
 	refused("deleting a healthy node under repair", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}),
 		"deletes a Node only while its status shows a repair condition unhealthy")
 	setKernelReady(t, node.Name, corev1.ConditionFalse)
-	allowed("deleting an unhealthy node under repair", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
+	refused("deleting a node its record does not name", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}),
+		"deletes only the object its repair record names")
+	allowed("handing it over", patch(types.MergePatchType, string(mustJSON(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		"nodemend.dev/repair-state": fmt.Sprintf(`{"version":1,"phase":"Terminating","target":{"kind":"Node","name":%q,"uid":%q}}`, node.Name, node.UID)}}}))))
+	allowed("deleting an unhealthy node under repair, handed over", c.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
 }
 
 // setKernelReady writes node's KernelReady condition as its agent would

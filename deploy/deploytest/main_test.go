@@ -43,10 +43,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The engines' NodeClaims and Machines: the controller's deletions of
+	// them are guarded by the chart's policies.
+	engines, err := testenv.EngineCRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// The kubelet's lane is the Node authorizer's and NodeRestriction's, as
 	// on a real cluster: tests act as system:node:NAME within it.
 	flags := map[string]string{"authorization-mode": "Node,RBAC", "enable-admission-plugins": "NodeRestriction"}
-	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{monitoring}, APIServerFlags: flags}, func(e *testenv.Env) error {
+	testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{monitoring, engines}, APIServerFlags: flags}, func(e *testenv.Env) error {
 		env, admin = e, e.Client
 		var err error
 		if dyn, err = dynamic.NewForConfig(e.Config); err != nil {
