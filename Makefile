@@ -8,7 +8,7 @@ BIN := bin
 # agent.Dockerfile and hack/images build with the same tags (deploy/deploytest).
 AGENT_TAGS := grpcnotrace
 
-.PHONY: measure-cold gpu-check helm images images-check images-reproducible images-docker all demo test test-short e2e e2e-node bench bench-fleet bench-fleet-karpenter bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: measure-cold gpu-check helm images images-check images-reproducible images-docker all demo test test-short test-outage-realtime e2e e2e-node bench bench-fleet bench-fleet-karpenter bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -29,6 +29,10 @@ measure-cold:
 ## fixtures (docs/accelerators.md#make-gpu-check); RESET=<bus id of an idle GPU> also resets it. No GPU: exits 0.
 gpu-check:
 	hack/gpu-check.sh $(if $(RESET),-reset $(RESET))
+
+## test-outage-realtime: the agent through a real minute of API outage per mode (docs/agent.md, API outages; ~3 min)
+test-outage-realtime: kube-binaries deps
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh | tail -1)" $(GO) test -tags realtime -count=1 -timeout 10m -run TestEveryRequestKindBacksOffThroughARealMinute -v ./pkg/agent/
 
 ## e2e: the simulation as assertions (Karpenter replacement, the gate, tolerations, PDBs, leader loss); needs root
 e2e: build kube-binaries sim-binaries deps

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"nodemend.dev/nodemend/internal/cloudmeta"
-	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/kubeconfig"
 	"nodemend.dev/nodemend/internal/selfpages"
 	"nodemend.dev/nodemend/pkg/agent"
@@ -119,16 +118,11 @@ func run(ctx context.Context, f flags) error {
 	}
 	cfg.QPS, cfg.Burst = f.qps, int(2*f.qps)
 	cfg.UserAgent = "nodemend-agent"
-	client, err := coreclient.New(cfg)
+	clients, err := agent.Connect(cfg, nil, log.WithName("api"))
 	if err != nil {
 		return err
 	}
-	// The conditions have a client of their own: a flood of warnings
-	// (Events) must not queue a fault's condition behind it.
-	status, err := coreclient.New(cfg)
-	if err != nil {
-		return err
-	}
+	client, status, cfg := clients.Client, clients.Status, clients.Config
 	diag, err := diagnosticsOptions(f, cfg)
 	if err != nil {
 		return err

@@ -55,3 +55,24 @@ func TestWaitUsesTheClockAndStopsWithTheContext(t *testing.T) {
 		t.Fatal("Wait returned true after the context ended")
 	}
 }
+
+func TestPerItemDelaysGrowPerItemToTheCapAndStartOver(t *testing.T) {
+	p := &PerItem[string]{Initial: time.Second, Max: 30 * time.Second}
+	var last time.Duration
+	for i := range 10 {
+		last = p.When("a")
+		if i == 0 && (last < time.Second || last > 1200*time.Millisecond) {
+			t.Fatalf("first delay %v", last)
+		}
+	}
+	if last < 30*time.Second || last > 36*time.Second || p.NumRequeues("a") != 10 {
+		t.Fatalf("tenth delay %v (requeues %d), want the cap 30 s with at most 20%% jitter", last, p.NumRequeues("a"))
+	}
+	if d := p.When("b"); d > 1200*time.Millisecond {
+		t.Fatalf("another item's first delay %v", d)
+	}
+	p.Forget("a")
+	if d := p.When("a"); d > 1200*time.Millisecond || p.NumRequeues("a") != 1 {
+		t.Fatalf("after Forget: %v, %d requeues", d, p.NumRequeues("a"))
+	}
+}

@@ -229,7 +229,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 
-	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](&backoff.PerItem[string]{Initial: QueueRetryInitial, Max: QueueRetryMax},
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodediagnostics"})
 	r.informer = cache.NewSharedIndexInformer(r.nd.ListWatchForNode(r.opts.NodeName), &v1alpha1.NodeDiagnostic{}, 10*time.Minute, cache.Indexers{})
 	enqueue := func(obj any) {
@@ -431,6 +431,15 @@ func (r *Runner) updateStatus(ctx context.Context, name string, gen int64, mutat
 		return err
 	})
 }
+
+// Retries of a NodeDiagnostic whose sync failed: 500 ms doubling to 30 s
+// per object, with jitter (internal/backoff.PerItem); client-go's default
+// would let an object that failed through an outage wait up to 1000 s
+// after it.
+const (
+	QueueRetryInitial = 500 * time.Millisecond
+	QueueRetryMax     = 30 * time.Second
+)
 
 // Retries of a capture's start and final status writes: 500 ms doubling
 // to 30 s, with jitter (internal/backoff). The result of a finished capture

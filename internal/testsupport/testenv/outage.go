@@ -6,25 +6,55 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
 
+// OutageMode is how the proxy behaves while down.
+type OutageMode int
+
+const (
+	// CloseAtAccept closes each connection as soon as it is accepted.
+	CloseAtAccept OutageMode = iota
+	// Refuse closes the listening socket: connections are refused, as
+	// from a host whose API server process is gone.
+	Refuse
+	// CloseAfterRequest accepts each connection, reads what the client
+	// sends first (its TLS hello: the request's first bytes) and closes
+	// it, as a load balancer with no live servers behind it does.
+	CloseAfterRequest
+)
+
+func (m OutageMode) String() string {
+	switch m {
+	case Refuse:
+		return "connection refused"
+	case CloseAfterRequest:
+		return "accepted, closed after the request"
+	}
+	return "closed at accept"
+}
+
 // Outage sits between a client and the API server as a TCP proxy that can
 // be cut: while it is down, open connections are closed and new ones are
-// closed as soon as they are accepted, as an API server that is restarting
-// or unreachable behind a load balancer looks to its clients. It also
-// counts the requests that clients configured through Config send.
+// refused or closed (OutageMode), as an API server that is restarting or
+// unreachable behind a load balancer looks to its clients. It also counts
+// the requests that clients configured through Config send, and the
+// connections it accepts.
 type Outage struct {
-	ln     net.Listener
+	addr   string
 	target string
 
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
+	mu       sync.Mutex
+	ln       net.Listener
+	down     bool
+	mode     OutageMode
+	conns    map[net.Conn]struct{}
+	accepted int
 
 	sentMu sync.Mutex
-	sent   []string // "METHOD /path" of every request
+	sent   []string // "METHOD /path?query" of every request
 }
 
 // NewOutage proxies to the API server of cfg until Close.
@@ -37,8 +67,8 @@ func NewOutage(cfg *rest.Config) (*Outage, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Outage{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
-	go o.serve()
+	o := &Outage{ln: ln, addr: ln.Addr().String(), target: u.Host, conns: map[net.Conn]struct{}{}}
+	go o.serve(ln)
 	return o, nil
 }
 
@@ -47,15 +77,15 @@ func NewOutage(cfg *rest.Config) (*Outage, error) {
 // requests are counted.
 func (o *Outage) Config(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
-	c.Host = "https://" + o.ln.Addr().String()
+	c.Host = "https://" + o.addr
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return countingTripper{rt, o}
 	})
 	return c
 }
 
-// Requests returns "METHOD /path" of every request the clients have sent
-// (tried to send), in order.
+// Requests returns "METHOD /path[?query]" of every request the clients
+// have sent (tried to send), in order.
 func (o *Outage) Requests() []string {
 	o.sentMu.Lock()
 	defer o.sentMu.Unlock()
@@ -73,33 +103,56 @@ func (o *Outage) Count(match func(req string) bool) int {
 	return n
 }
 
-// Down cuts every connection and refuses new ones until Up.
-func (o *Outage) Down() {
+// Down cuts every connection and closes new ones at accept until Up.
+func (o *Outage) Down() { o.DownAs(CloseAtAccept) }
+
+// DownAs cuts every connection and treats new ones as mode says until Up.
+func (o *Outage) DownAs(mode OutageMode) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.down = true
+	o.down, o.mode = true, mode
 	for c := range o.conns {
 		_ = c.Close()
 		delete(o.conns, c)
 	}
+	if mode == Refuse && o.ln != nil {
+		_ = o.ln.Close()
+		o.ln = nil
+	}
 }
 
-// Up lets connections through again.
+// Up lets connections through again (listening again on the same address
+// after Refuse; it panics if the address was taken meanwhile).
 func (o *Outage) Up() {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.down = false
-	o.mu.Unlock()
+	if o.ln == nil {
+		ln, err := net.Listen("tcp", o.addr)
+		if err != nil {
+			panic("outage proxy: cannot listen again on " + o.addr + ": " + err.Error())
+		}
+		o.ln = ln
+		go o.serve(ln)
+	}
+}
+
+// Accepted is the number of connections the proxy has accepted.
+func (o *Outage) Accepted() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.accepted
 }
 
 // Close stops the proxy.
 func (o *Outage) Close() error {
-	o.Down()
-	return o.ln.Close()
+	o.DownAs(Refuse)
+	return nil
 }
 
-func (o *Outage) serve() {
+func (o *Outage) serve(ln net.Listener) {
 	for {
-		c, err := o.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -107,10 +160,20 @@ func (o *Outage) serve() {
 	}
 }
 
+// closeAfterRequestWait bounds how long a connection of CloseAfterRequest
+// waits for the client's first bytes.
+const closeAfterRequestWait = 10 * time.Second
+
 func (o *Outage) relay(c net.Conn) {
 	o.mu.Lock()
+	o.accepted++
 	if o.down {
+		mode := o.mode
 		o.mu.Unlock()
+		if mode == CloseAfterRequest {
+			_ = c.SetReadDeadline(time.Now().Add(closeAfterRequestWait))
+			_, _ = c.Read(make([]byte, 4096))
+		}
 		_ = c.Close()
 		return
 	}
@@ -149,7 +212,11 @@ type countingTripper struct {
 
 func (t countingTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.o.sentMu.Lock()
-	t.o.sent = append(t.o.sent, r.Method+" "+r.URL.Path)
+	req := r.Method + " " + r.URL.Path
+	if r.URL.RawQuery != "" {
+		req += "?" + r.URL.RawQuery
+	}
+	t.o.sent = append(t.o.sent, req)
 	t.o.sentMu.Unlock()
 	return t.rt.RoundTrip(r)
 }

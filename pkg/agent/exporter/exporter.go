@@ -217,16 +217,18 @@ func (e *Exporter) markDirtyLocked() {
 }
 
 // Retries of a failed status write (and of the first read of the node):
-// 200 ms doubling to 5 s, each delay up to 20% longer at random
+// 200 ms doubling to 4 s, each delay up to 20% longer at random
 // (internal/backoff), so at most MaxWritesPerMinute attempts a minute
 // while the API server is unreachable, and the latest state is written at
-// most 6 s after it is back.
+// most 4.8 s after it is back. The agent's clients also wait behind one
+// apigate.Gate (4 s ceiling too): its probes and these retries together
+// keep that bound.
 const (
 	RetryInitial = 200 * time.Millisecond
-	RetryMax     = 5 * time.Second
+	RetryMax     = 4 * time.Second
 )
 
-// MaxWritesPerMinute bounds the status writes during an outage (16).
+// MaxWritesPerMinute bounds the status writes during an outage (19).
 var MaxWritesPerMinute = backoff.MaxAttempts(RetryInitial, RetryMax, time.Minute)
 
 // Run writes conditions on change, on quiet-period expiry and on heartbeat,

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/textcut"
 )
@@ -101,9 +102,17 @@ func New(opts Options) (*Executor, error) {
 	return e, nil
 }
 
+// Retries of an order whose sync failed: 500 ms doubling to 30 s per
+// order, with jitter (internal/backoff.PerItem); client-go's default would
+// let an order that failed through an outage wait up to 1000 s after it.
+const (
+	QueueRetryInitial = 500 * time.Millisecond
+	QueueRetryMax     = 30 * time.Second
+)
+
 // Run serves the node's NodeRemediations until ctx ends.
 func (e *Executor) Run(ctx context.Context) error {
-	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](&backoff.PerItem[string]{Initial: QueueRetryInitial, Max: QueueRetryMax},
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "noderemediations"})
 	e.informer = cache.NewSharedIndexInformer(e.client.forNode(e.opts.NodeName), &v1alpha1.NodeRemediation{}, 10*time.Minute, cache.Indexers{})
 	enqueue := func(obj any) {

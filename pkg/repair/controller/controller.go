@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/fleetcount"
@@ -76,6 +77,16 @@ const (
 // repairs flowing: a drain takes a few API requests plus its pods' grace
 // periods, and a node that waits its turn is already tainted.
 const DefaultMaxConcurrentDrains = 10
+
+// Retries of a node whose reconcile failed: 5 ms doubling to 30 s, with
+// jitter, per node (internal/backoff.PerItem). controller-runtime's default
+// starts as fast but has no jitter and a 1000 s cap: after an API outage a
+// node that failed often would wait a quarter of an hour for its next
+// reconcile, and the nodes that failed together would retry together.
+const (
+	RetryInitial = 5 * time.Millisecond
+	RetryMax     = 30 * time.Second
+)
 
 // DefaultMaxConcurrentReconciles is the default number of nodes reconciled
 // at once. A storm's decisions are bound by the API server, which does more
@@ -283,6 +294,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			SkipNameValidation:      &opts.SkipNameValidation,
+			RateLimiter:             &backoff.PerItem[reconcile.Request]{Initial: RetryInitial, Max: RetryMax},
 		})
 	// NodeRemediations (the ladder's orders) are watched when their CRD is
 	// installed: an agent's report wakes the order's node. Without it, the

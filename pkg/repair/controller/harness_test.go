@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/apigate"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
@@ -109,6 +110,8 @@ type managerSpec struct {
 	log            logr.Logger
 	leaderElection bool
 	afterStep      func(ctx context.Context, node string, step controller.Step) error
+	// gate, if set, holds the manager's requests through outages.
+	gate *apigate.Gate
 }
 
 // running is one controller process, as far as a test is concerned.
@@ -125,7 +128,7 @@ func (h *harness) manager(spec managerSpec) *running {
 	h.t.Helper()
 	mo := controller.ManagerOptions{
 		Logger: spec.log, Namespace: h.ns, PauseConfigMap: h.opts.PauseConfigMap, MetricsAddr: "0", HealthAddr: "0",
-		LeaderElection: spec.leaderElection,
+		LeaderElection: spec.leaderElection, Gate: spec.gate,
 	}
 	if spec.leaderElection {
 		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = 3*time.Second, 2*time.Second, 100*time.Millisecond

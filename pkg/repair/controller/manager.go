@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"nodemend.dev/nodemend/internal/apigate"
 	"nodemend.dev/nodemend/internal/scheme"
 )
 
@@ -36,6 +37,11 @@ type ManagerOptions struct {
 	// PprofAddr serves Go's /debug/pprof/ profiles; "" or "0" disables
 	// (the default: a profile endpoint is for a person investigating).
 	PprofAddr string
+	// Gate holds every request of the manager's clients (cache, client,
+	// leader election, events, the drain's clientset) while the API
+	// server does not answer, one probe at a time (internal/apigate). Nil
+	// builds one on the real clock that logs through Logger.
+	Gate *apigate.Gate
 }
 
 // NewManager returns a manager whose cache holds what the repair controller
@@ -53,7 +59,18 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 	// server spends on the controller's own writes coming back; node
 	// events are a few KiB on a cluster's network. Only the initial lists
 	// of the informers grow on the wire.
-	cfg = rest.CopyConfig(cfg)
+	gate := o.Gate
+	if gate == nil {
+		log := o.Logger.WithName("api")
+		gate = apigate.New(apigate.Options{OnChange: func(down bool, err error) {
+			if down {
+				log.Error(err, "the API server is not answering; holding requests, one probe at a time", "maxDelay", apigate.DefaultMax)
+				return
+			}
+			log.Info("the API server answers again; sending what waited")
+		}})
+	}
+	cfg = gate.Config(cfg)
 	cfg.DisableCompression = true
 	mo := manager.Options{
 		Scheme: scheme.New(),
