@@ -24,7 +24,7 @@ func TestAgentsAreConfinedToTheirNode(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sc := scenario{pool: "e2e-identity", replicas: 2, maxUnavail: 1, condition: gpuCondition, toleration: "1h", deadline: "1m", gate: "100%"}
+	sc := scenario{pool: "e2e-identity", replicas: 2, maxUnavail: 1, condition: gpuCondition, toleration: "40m", deadline: "1m", gate: "100%"}
 	nodes := sc.setUp(ctx, t)
 	own, other := nodes[0], nodes[1]
 	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.AgentKubeconfig(own))

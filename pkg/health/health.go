@@ -84,6 +84,18 @@ type Threshold struct {
 	Unit    string
 }
 
+// MinQuietPeriod is the shortest quiet period an agent accepts for a
+// reason (reasons.<reason>.quietPeriod in its config). A log-derived fault is
+// only repaired if it stays reported for its repair toleration, and the
+// controller compares policies with the registry's quiet periods, which an
+// agent's file may shorten where the controller cannot see it: below a
+// minute a fault recovers before any toleration a fleet uses (the defaults
+// are 10 and 30 minutes) and before a repair's own steps (drain slots, the
+// gate's re-check) come round, so it would never be repaired, silently. A
+// minute still lets a test or a simulation run a repair in seconds-scale
+// policies' time.
+const MinQuietPeriod = time.Minute
+
 // Reason describes one reason code of the registry.
 type Reason struct {
 	Name      string

@@ -42,15 +42,9 @@ type ReasonConfig struct {
 	QuietPeriod *monitor.Duration `json:"quietPeriod,omitempty"`
 }
 
-// MinQuietPeriod is the shortest quiet period a reason may be given. A
-// log-derived fault is only repaired if it stays reported for its repair
-// toleration, and the controller compares policies with the registry's
-// quiet periods, not with this file's: below a minute a fault recovers
-// before any toleration a fleet uses (the defaults are 10 and 30 minutes)
-// and before a repair's own steps (drain slots, the gate's re-check) come
-// round, so it would never be repaired, silently. A minute still lets a
-// test or a simulation run a repair in seconds-scale policies' time.
-const MinQuietPeriod = time.Minute
+// MinQuietPeriod is the shortest quiet period a reason may be given
+// (health.MinQuietPeriod, where the controller reads it too).
+const MinQuietPeriod = health.MinQuietPeriod
 
 // Sources configures the log sources.
 type Sources struct {

@@ -151,7 +151,17 @@ func IsPressure(t corev1.NodeConditionType) bool {
 // take the defaults. Rules on pressure conditions are dropped and reported in
 // the returned warnings; an invalid object is an error (the caller ignores
 // that policy, so its nodes fall back to the next one or the defaults).
+//
+// A rule whose toleration is not shorter than the quiet period of a
+// log-derived reason it acts on is an error (it could never repair that
+// fault), judged by the registry's quiet periods; FromAPIWith judges by
+// what is known of the agents' own.
 func FromAPI(o *v1alpha1.NodeRepairPolicy) (Policy, []string, error) {
+	return FromAPIWith(o, RegistryQuietPeriods("the registry"))
+}
+
+// FromAPIWith is FromAPI with what is known of the agents' quiet periods.
+func FromAPIWith(o *v1alpha1.NodeRepairPolicy, agents AgentQuietPeriods) (Policy, []string, error) {
 	p := Default()
 	p.Name = o.Name
 	var warnings []string
@@ -175,7 +185,15 @@ func FromAPI(o *v1alpha1.NodeRepairPolicy) (Policy, []string, error) {
 			for _, u := range unknown {
 				warnings = append(warnings, fmt.Sprintf("rule on %s: %q is neither a nodemend reason nor a family (docs/reasons.md); no condition will have it", t, u))
 			}
-			p.Rules = append(p.Rules, Rule{Type: t, Status: r.Status, Toleration: r.Toleration.Duration, Reasons: reasons})
+			rule := Rule{Type: t, Status: r.Status, Toleration: r.Toleration.Duration, Reasons: reasons}
+			w, err := checkQuietPeriods(rule, agents)
+			if err != nil {
+				return Policy{}, nil, err
+			}
+			if w != "" {
+				warnings = append(warnings, w)
+			}
+			p.Rules = append(p.Rules, rule)
 		}
 	}
 	if o.Spec.MaxUnhealthy != nil {
@@ -326,11 +344,17 @@ type entry struct {
 // NewSet compiles policies, ordered by weight (highest first) then name.
 // Policies that cannot be used are left out and reported.
 func NewSet(objs []v1alpha1.NodeRepairPolicy) (*Set, []Problem) {
+	return NewSetWith(objs, RegistryQuietPeriods("the registry"))
+}
+
+// NewSetWith is NewSet with what is known of the agents' quiet periods
+// (FromAPIWith).
+func NewSetWith(objs []v1alpha1.NodeRepairPolicy, agents AgentQuietPeriods) (*Set, []Problem) {
 	s := &Set{def: Default()}
 	var problems []Problem
 	for i := range objs {
 		o := &objs[i]
-		p, warnings, err := FromAPI(o)
+		p, warnings, err := FromAPIWith(o, agents)
 		var sel labels.Selector
 		if err == nil {
 			sel, err = selector(o.Spec.NodeSelector)
