@@ -1,0 +1,175 @@
+package gate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Metered names the breaker's hold on a repair the pool and zone gates
+// allow: its group came back under its threshold with repairs that waited,
+// which start one drain slot at a time, oldest first.
+const Metered Gate = "Metered"
+
+// Breaker is the memory of the pool and zone gates, so that they neither
+// latch nor stampede:
+//
+//   - Over the threshold, a due node waits (the gate's decision, unchanged)
+//     and joins its groups' backlog with the time it became due. Repairs
+//     already started are not the breaker's business: they finish, and a
+//     finished repair (a replaced node, a repaired one) is one unhealthy node
+//     fewer, which is how a group comes back under its threshold.
+//   - Back under the threshold with a backlog, repairs do not all start in
+//     the same instant: the oldest due node of the backlog starts when it can
+//     take a drain slot (acquire), the next when another slot frees, and a
+//     node that became due meanwhile queues behind the backlog. Once the
+//     backlog is empty the group decides as before: every due node the gates
+//     allow starts at once, its drain taking its turn.
+//
+// A node leaves the backlogs when it starts, recovers, is vetoed or is gone
+// (Forget). The state is memory only: a new leader starts with empty
+// backlogs, so at worst the first decisions after a leader change in a
+// group just under its threshold start together, bounded by the gate's own
+// count as before. Safe for concurrent use.
+type Breaker struct {
+	mu     sync.Mutex
+	groups map[string]*backlog
+}
+
+// backlog is one group's (a pool's or a zone's) waiting nodes.
+type backlog struct {
+	due map[string]time.Time
+}
+
+// NewBreaker returns a breaker with no backlog.
+func NewBreaker() *Breaker { return &Breaker{groups: map[string]*backlog{}} }
+
+// Admit passes d, the gates' decision for node (due since due, counted in
+// the groups named by keys: its pool's, its zone's), through the breaker.
+// acquire takes node's drain slot (its turn to drain, held for the drain
+// that follows the start); it is called only for the node whose turn it is,
+// so that the slots' own queue keeps the backlog's order.
+func (b *Breaker) Admit(node string, keys []string, due time.Time, d Decision, acquire func() bool) Decision {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch d.Gate {
+	case Pool, Zone:
+		for _, k := range keys {
+			b.group(k).due[node] = due
+		}
+		d.Message += "; repairs already started go on, and the ones that waited start one drain slot at a time, oldest first, once it is back under"
+		return d
+	case None:
+	default:
+		return d // veto and pause are a person's, not the breaker's
+	}
+	ahead, of, waitingIn := 0, 0, ""
+	for _, k := range keys {
+		g := b.groups[k]
+		if g == nil || len(g.due) == 0 {
+			continue // no backlog: the group decides as it always did
+		}
+		if !g.has(node) {
+			g.due[node] = due
+		}
+		if n := g.ahead(node); n > ahead || waitingIn == "" {
+			ahead, of, waitingIn = n, len(g.due), k
+		}
+	}
+	if waitingIn == "" {
+		return d
+	}
+	if ahead > 0 {
+		return Decision{Gate: Metered, Message: fmt.Sprintf("%s is back under its threshold; the %d repairs that waited there start one drain slot at a time, oldest first: %d ahead of this one",
+			waitingIn, of, ahead)}
+	}
+	if !acquire() {
+		return Decision{Gate: Metered, Message: fmt.Sprintf("%s is back under its threshold; this repair waited longest of %d and starts when a drain slot frees", waitingIn, of)}
+	}
+	b.forgetLocked(node)
+	d.Message += fmt.Sprintf("; first of the %d repairs that waited in %s, with a drain slot", of, waitingIn)
+	return d
+}
+
+// Forget takes node out of every backlog: it started, recovered, was
+// vetoed or is gone. An emptied backlog ends its group's metering.
+func (b *Breaker) Forget(node string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forgetLocked(node)
+}
+
+// Waiting is how many nodes group key's backlog holds.
+func (b *Breaker) Waiting(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g := b.groups[key]; g != nil {
+		return len(g.due)
+	}
+	return 0
+}
+
+func (b *Breaker) forgetLocked(node string) {
+	for k, g := range b.groups {
+		delete(g.due, node)
+		if len(g.due) == 0 {
+			delete(b.groups, k)
+		}
+	}
+}
+
+func (b *Breaker) group(key string) *backlog {
+	g := b.groups[key]
+	if g == nil {
+		g = &backlog{due: map[string]time.Time{}}
+		b.groups[key] = g
+	}
+	return g
+}
+
+func (g *backlog) has(node string) bool { _, ok := g.due[node]; return ok }
+
+// ahead counts the nodes of the backlog before node: due earlier, or at the
+// same time with a smaller name (a total order, the same in every group, so
+// that the oldest node of a pool and a zone is first in both).
+func (g *backlog) ahead(node string) int {
+	mine := g.due[node]
+	n := 0
+	for other, t := range g.due {
+		if other != node && cmp.Or(t.Compare(mine), cmp.Compare(other, node)) < 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Heads are the nodes whose turn it is in the backlogs of keys: the caller
+// wakes them after a start or when a drain slot frees, so that the backlog
+// drains at the slots' rate rather than at its recheck interval.
+func (b *Breaker) Heads(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if l := b.Backlog(k); len(l) > 0 && !slices.Contains(out, l[0]) {
+			out = append(out, l[0])
+		}
+	}
+	return out
+}
+
+// Backlog is group key's waiting nodes, oldest first (for status and tests).
+func (b *Breaker) Backlog(key string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.groups[key]
+	if g == nil {
+		return nil
+	}
+	out := make([]string, 0, len(g.due))
+	for n := range g.due {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(x, y string) int { return cmp.Or(g.due[x].Compare(g.due[y]), cmp.Compare(x, y)) })
+	return out
+}
