@@ -1,0 +1,83 @@
+package ladder
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/repair/policy"
+)
+
+// DefaultAgentSilence is how long a node's agent may go without a
+// heartbeat before the ladder takes it for gone. The agent rewrites every
+// condition it owns at least once per exporter.heartbeat (5 minutes by
+// default, docs/agent-config.md), and sooner on any change; through an API
+// outage its writes are held and retried within 30 seconds (its outage
+// gate, internal/apigate). Two missed heartbeats can be an outage or a
+// restart; a third (15 minutes) is an agent — or a host — that is not
+// coming back soon, and waiting out a Reboot rung's 15-minute timeout on
+// it only delays the repair by that much again.
+const DefaultAgentSilence = 15 * time.Minute
+
+// AgentExecuted reports a rung that the node's own agent carries out.
+func AgentExecuted(a v1alpha1.LadderAction) bool {
+	return a == v1alpha1.LadderResetAccelerator || a == v1alpha1.LadderReboot
+}
+
+// AgentHeartbeat is the latest heartbeat of the node's agent: the newest
+// LastHeartbeatTime of the conditions only the agent writes (zero: it never
+// wrote one).
+func AgentHeartbeat(n *corev1.Node) time.Time {
+	var last time.Time
+	for _, c := range n.Status.Conditions {
+		if health.IsOwned(string(c.Type)) && c.LastHeartbeatTime.After(last) {
+			last = c.LastHeartbeatTime.Time
+		}
+	}
+	return last
+}
+
+// AgentSilent reports whether the node's agent has not heartbeated within
+// bound at now, and says so. A node whose agent never wrote a condition
+// has no agent to carry out a rung either.
+func AgentSilent(n *corev1.Node, now time.Time, bound time.Duration) (bool, string) {
+	hb := AgentHeartbeat(n)
+	if hb.IsZero() {
+		return true, "its agent has written no condition"
+	}
+	if silent := now.Sub(hb); silent > bound {
+		return true, fmt.Sprintf("its agent's last heartbeat was %s ago (at %s), more than the %s bound", silent.Round(time.Second), hb.UTC().Format(time.RFC3339), bound)
+	}
+	return false, ""
+}
+
+// SkipUnreachable moves p past the agent-executed rungs of l when the
+// node's agent is silent: an order to a node nobody carries out would only
+// wait for its timeout. It returns the new position and the rungs skipped
+// (none when the agent is alive or p is on a rung the controller does
+// itself). A Resolve'd ladder ends in Replace or Quarantine, so there is
+// always a rung to land on.
+func SkipUnreachable(l []policy.Rung, p Position, agentSilent bool) (Position, []v1alpha1.LadderAction) {
+	if !agentSilent {
+		return p, nil
+	}
+	var skipped []v1alpha1.LadderAction
+	for p.Rung < len(l)-1 && AgentExecuted(At(l, p).Action) {
+		skipped = append(skipped, At(l, p).Action)
+		p = Position{Rung: p.Rung + 1, Attempt: 1}
+	}
+	return p, skipped
+}
+
+// SkippedMessage is the note an event gives for rungs skipped.
+func SkippedMessage(skipped []v1alpha1.LadderAction, why string, to v1alpha1.LadderAction) string {
+	names := make([]string, len(skipped))
+	for i, a := range skipped {
+		names[i] = string(a)
+	}
+	return fmt.Sprintf("%s skipped: the node's agent carries them out and %s; going on with %s", strings.Join(names, ", "), why, to)
+}
