@@ -194,7 +194,31 @@ func newFixture(t *testing.T, prefix string, cordoned bool) *fixture {
 	t.Cleanup(func() {
 		_ = adminDyn.Resource(remediationGVR).Delete(context.Background(), f.order, metav1.DeleteOptions{})
 	})
+	// Known to the policy's params: untainted.
+	settle(t, f, "is under repair (nodemend.dev/repair taint)")
 	return f
+}
+
+// settle waits until the API server's informer of Nodes, which feeds
+// nodemend-controller-targets its params, holds f's Node as it is now: until
+// the controller's order for it, sent as a dry run, gets the answer want
+// ("" : admitted). A Node the informer has not seen yet is no param at all,
+// and an order for it would be admitted (docs/security.md#evidence).
+func settle(t *testing.T, f *fixture, want string) {
+	t.Helper()
+	c := controllerActor(t)
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
+		"metadata": map[string]any{"name": f.order},
+		"spec": map[string]any{"nodeName": f.node, "action": "Reboot", "bootID": f.boot,
+			"reason": "KernelReady=False/KernelDeadlock", "activeDeadlineSeconds": int64(300)}}}
+	var last error
+	waitFor(t, "the params to show "+f.node+" ("+want+")", func(ctx context.Context) bool {
+		_, last = c.dyn.Resource(remediationGVR).Create(ctx, o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if want == "" {
+			return last == nil
+		}
+		return last != nil && strings.Contains(last.Error(), want)
+	})
 }
 
 // record is a repair record naming every target of f: the Node, the
@@ -203,6 +227,12 @@ func (f *fixture) record() string {
 	return fmt.Sprintf(`{"version":1,"phase":"Terminating","trigger":{"type":"KernelReady","status":"False"},`+
 		`"rung":{"action":"Reboot","order":%q,"bootID":%q},"cordoned":true,`+
 		`"target":{"kind":"Node","uid":%q},"targets":[{"uid":%q},{"uid":%q}]}`, f.order, f.boot, f.nodeUID, f.claimUID, f.machineUID)
+}
+
+// unclaimed is the record without the cordon claim (a repair that did not
+// cordon the node).
+func (f *fixture) unclaimed() string {
+	return strings.Replace(f.record(), `"cordoned":true`, `"cordoned":false`, 1)
 }
 
 // attempt is a write, its outcome logged: preconditions may be refused.
@@ -234,7 +264,7 @@ func prepare(t *testing.T, a actor, f *fixture) {
 	patchNode("the repair record, the old keys naming every target, claiming the cordon", types.MergePatchType, annotations)
 	patchNode("the same through the status", types.MergePatchType, annotations, "status")
 	unclaimed := string(mustJSON(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		"nodemend.dev/repair-state": strings.Replace(f.record(), `"cordoned":true`, `"cordoned":false`, 1),
+		"nodemend.dev/repair-state": f.unclaimed(),
 		"nodemend.dev/repair-phase": "Terminating",
 		"nodemend.dev/cordoned":     nil,
 	}}}))
@@ -308,12 +338,13 @@ func recovered(t *testing.T, f *fixture) {
 	setKernelReady(t, f.node, corev1.ConditionFalse)
 	_, err := c.core.CoreV1().Nodes().Patch(t.Context(), f.node, types.JSONPatchType, []byte(`[`+
 		`{"op":"add","path":"/spec/taints/-","value":{"key":"nodemend.dev/repair","value":"KernelReady","effect":"NoSchedule"}},`+
-		`{"op":"add","path":"/metadata/annotations","value":{"nodemend.dev/repair-state":`+string(mustJSON(strings.Replace(f.record(), `"cordoned":true`, `"cordoned":false`, 1)))+`}}]`),
+		`{"op":"add","path":"/metadata/annotations","value":{"nodemend.dev/repair-state":`+string(mustJSON(f.unclaimed()))+`}}]`),
 		metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	setKernelReady(t, f.node, corev1.ConditionTrue)
+	settle(t, f, "shows a repair condition unhealthy; it shows none")
 }
 
 func TestTwoStepBypassIsRefused(t *testing.T) {
@@ -379,6 +410,7 @@ func TestTheLegitimatePathPasses(t *testing.T) {
 			f := newFixture(t, "legit", false)
 			setKernelReady(t, f.node, corev1.ConditionFalse)
 			prepare(t, c, f)
+			settle(t, f, "")
 			if err := attempt(t, c, op.name, op.do(t, c, f)); err != nil {
 				t.Error(err)
 			}
@@ -478,4 +510,106 @@ func waitForTargetsPolicy(t *testing.T) {
 		_, err := k.core.CoreV1().Nodes().Patch(ctx, "policy-probe", types.MergePatchType, []byte(`{"metadata":{"annotations":{"nodemend.dev/repair-state":"x"}}}`), metav1.PatchOptions{})
 		return err != nil && strings.Contains(err.Error(), "only nodemend-controller writes the repair state")
 	})
+}
+
+// The rules on the controller's other objects each hold on their own: on a
+// node under repair whose status shows the fault, the controller still may
+// not delete a NodeClaim that names no Node or one its record does not
+// name, nor order a reboot for another boot or for a trigger the Node does
+// not show.
+func TestControllerTargetsAreTheRecordsAndTheEvidences(t *testing.T) {
+	waitForTargetsPolicy(t)
+	ctx := t.Context()
+	c := controllerActor(t)
+	adminDyn := Must[*dynamic.DynamicClient](t)(dynamic.NewForConfig(env.Config))
+	refused, _ := verdicts(t)
+	under := func(record string) *fixture {
+		f := newFixture(t, "target", false)
+		setKernelReady(t, f.node, corev1.ConditionFalse)
+		if record == "" {
+			record = f.unclaimed()
+		}
+		body := mustJSON(map[string]any{"metadata": map[string]any{"annotations": map[string]any{"nodemend.dev/repair-state": record}}})
+		Must[*corev1.Node](t)(c.core.CoreV1().Nodes().Patch(ctx, f.node, types.MergePatchType, body, metav1.PatchOptions{}))
+		Must[*corev1.Node](t)(c.core.CoreV1().Nodes().Patch(ctx, f.node, types.JSONPatchType,
+			[]byte(`[{"op":"add","path":"/spec/taints/-","value":{"key":"nodemend.dev/repair","value":"KernelReady","effect":"NoSchedule"}}]`), metav1.PatchOptions{}))
+		if record == f.unclaimed() {
+			settle(t, f, "")
+		} else {
+			settle(t, f, "that the repair record of Node "+f.node+" names")
+		}
+		return f
+	}
+
+	f := under("")
+	claim := Must[*unstructured.Unstructured](t)(adminDyn.Resource(nodeClaimGVR).Get(ctx, f.claimName, metav1.GetOptions{}))
+	unstructured.RemoveNestedField(claim.Object, "status", "nodeName")
+	Must[*unstructured.Unstructured](t)(adminDyn.Resource(nodeClaimGVR).UpdateStatus(ctx, claim, metav1.UpdateOptions{}))
+	refused("a NodeClaim that names no Node", c.dyn.Resource(nodeClaimGVR).Delete(ctx, f.claimName, metav1.DeleteOptions{}),
+		"acts on a NodeClaim only through the Node it names")
+
+	f = under(`{"version":1,"phase":"Terminating","target":{"kind":"NodeClaim","uid":"00000000-0000-4000-8000-000000000000"}}`)
+	refused("a NodeClaim the record does not name", c.dyn.Resource(nodeClaimGVR).Delete(ctx, f.claimName, metav1.DeleteOptions{}),
+		"that the repair record of Node "+f.node+" names")
+	refused("a Machine the record does not name", c.dyn.Resource(machineGVR).Namespace(capiNamespace).Delete(ctx, f.machineName, metav1.DeleteOptions{}),
+		"that the repair record of Node "+f.node+" names")
+	refused("an order the record does not name", guarded[3].do(t, c, f), "that the repair record of Node "+f.node+" names")
+
+	f = under("")
+	f.boot = "boot-0"
+	refused("an order for another boot", guarded[3].do(t, c, f), "orders only for the boot Node "+f.node+" reports")
+
+	f = under("")
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
+		"metadata": map[string]any{"name": f.order},
+		"spec": map[string]any{"nodeName": f.node, "action": "Reboot", "bootID": f.boot,
+			"reason": "AcceleratedHardwareReady=False/NvidiaXIDError", "activeDeadlineSeconds": int64(300)}}}
+	_, err := c.dyn.Resource(remediationGVR).Create(ctx, o, metav1.CreateOptions{})
+	refused("an order for a trigger the Node does not show", err, "orders only for a trigger that the status of Node "+f.node+" shows")
+}
+
+// Where RBAC is wider than the chart's (a site's extra binding, an older
+// Kubernetes whose kubelets may delete Nodes), the policies still hold the
+// lanes: the controller writes no Node status, creates no Node and, even
+// holding a person's verbs, sets none of a person's acts; a kubelet deletes
+// no Node under repair.
+func TestLanesHoldWhereRBACIsWider(t *testing.T) {
+	waitForTargetsPolicy(t)
+	ctx := t.Context()
+	const role = "bypass-wider"
+	Must[*rbacv1.ClusterRole](t)(admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, Verbs: []string{"create", "patch", "delete"}},
+			{APIGroups: []string{"nodemend.dev"}, Resources: []string{"nodes"}, Verbs: []string{"veto", "release", "repair"}},
+		}}, metav1.CreateOptions{}))
+	t.Cleanup(func() { _ = admin.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	f := newFixture(t, "wider", false)
+	Must[*rbacv1.ClusterRoleBinding](t)(admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "nodemend-controller", Namespace: Namespace},
+			{APIGroup: rbacv1.GroupName, Kind: "User", Name: "system:node:" + f.node}},
+	}, metav1.CreateOptions{}))
+	t.Cleanup(func() {
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
+	})
+
+	c := controllerActor(t)
+	status := mustJSON(map[string]any{"status": map[string]any{"conditions": []map[string]any{condition("KernelReady", "False", "KernelDeadlock")}}})
+	waitFor(t, "the wider RBAC", func(ctx context.Context) bool {
+		_, err := c.core.CoreV1().Nodes().Patch(ctx, f.node, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status")
+		return err != nil && strings.Contains(err.Error(), "may only update (patch) or delete Nodes")
+	})
+	refused, _ := verdicts(t)
+	_, err := c.core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: f.node + "-new"}}, metav1.CreateOptions{})
+	refused("the controller creates a Node", err, "may only update (patch) or delete Nodes")
+	refused("the controller vetoes", annotate("nodemend.dev/do-not-repair", "x")(t, c, f), "may not set, change or remove nodemend.dev/do-not-repair")
+	refused("the controller releases", annotate("nodemend.dev/release", "x")(t, c, f), "may only remove nodemend.dev/release")
+	refused("the controller asks for a repair", annotate("nodemend.dev/repair-now", "x")(t, c, f), "may only remove nodemend.dev/release and nodemend.dev/repair-now")
+
+	setKernelReady(t, f.node, corev1.ConditionFalse)
+	prepare(t, controllerActor(t), f)
+	k := kubeletOf(t, f.node)
+	refused("the kubelet deletes its Node under repair", k.core.CoreV1().Nodes().Delete(ctx, f.node, metav1.DeleteOptions{}),
+		"may not delete its Node while it is under repair")
 }

@@ -126,7 +126,7 @@ func gateFindings(in NodeInput) []Finding {
 	switch row.Gate {
 	case gate.Veto:
 		return []Finding{{Cause: "repair vetoed: the node has the " + workflow.VetoAnnotation + " annotation (" + in.Node.Annotations[workflow.VetoAnnotation] + ")",
-			Fix: "remove it when the node may be repaired: kubectl annotate node " + in.Node.Name + " " + workflow.VetoAnnotation + "-", Source: src, Blocking: true}}
+			Fix: "lift it when the node may be repaired: kubectl mend veto " + in.Node.Name + " --lift", Source: src, Blocking: true}}
 	case gate.Pause:
 		return []Finding{{Cause: "repairs are paused cluster-wide: " + row.Detail,
 			Fix: "delete the pause ConfigMap " + in.PauseConfigMap + " when repairs may resume", Source: src, Blocking: true}}
