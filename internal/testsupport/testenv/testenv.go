@@ -120,10 +120,36 @@ func BuildScript(script string, args ...string) (string, error) {
 	return lines[len(lines)-1], nil
 }
 
-// RepoRoot is the root of this repository, found from this source file.
+// RepoRoot is the root of this repository, found from this source file. A
+// binary built with -trimpath knows the file only by its module path
+// (hack/demo.sh builds the demo so, to reuse the packages `make build`
+// compiled): the root is then the working directory or the nearest directory
+// above it whose go.mod is this module's.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = "."
+	}
+	return repoRoot(file, wd)
+}
+
+// repoRoot is RepoRoot for this source file's path as the binary knows it
+// and the working directory.
+func repoRoot(file, wd string) string {
+	if filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if first, _, _ := strings.Cut(string(data), "\n"); strings.TrimSpace(first) == "module nodemend.dev/nodemend" {
+				return dir
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			return wd
+		}
+	}
 }
 
 // Main is a TestMain body for packages that share one control plane: it
