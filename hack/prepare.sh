@@ -66,6 +66,33 @@ if [[ "${plan_only}" == true ]]; then
   exit 0
 fi
 
+# While the first steps compile, the later steps' modules (and the Go 1.27
+# toolchain of the simulation's tools) download in the background: the
+# download waits on the network, the compiling on the cores, and each used
+# to wait for the other. go commands share the module cache safely (it is
+# locked per module); the build of each step downloads whatever is still
+# missing itself.
+prefetch() {
+  local kubepkgs=()
+  for b in ${missing_kube}; do
+    case "${b}" in
+      etcd) kubepkgs+=(go.etcd.io/etcd/server/v3) ;;
+      *) kubepkgs+=("k8s.io/kubernetes/cmd/${b}") ;;
+    esac
+  done
+  [[ ${#kubepkgs[@]} -eq 0 ]] || (cd "${here}/kubebin" && GOFLAGS="${GOFLAGS:+${GOFLAGS} }-mod=mod" go list -deps "${kubepkgs[@]}" >/dev/null 2>&1) || true
+  if [[ "${mode}" == demo ]]; then
+    (cd "${root}/tools" && GOTOOLCHAIN=go1.27.3 go list -deps sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/karpenter/kwok >/dev/null 2>&1) || true
+  fi
+  (cd "${here}/tools" && go list -deps github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock >/dev/null 2>&1) || true
+}
+prefetcher=
+if (( n > 1 )); then
+  prefetch &
+  prefetcher=$!
+  trap '[[ -n "${prefetcher}" ]] && kill "${prefetcher}" 2>/dev/null; true' EXIT
+fi
+
 go_test() {
   KUBEBUILDER_ASSETS="$("${here}/kube-binaries.sh" "${kube[@]}" | tail -1)" "${GO}" test -count=1 "$@" ./...
 }
