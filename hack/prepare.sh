@@ -52,7 +52,7 @@ done
 cores=$(nproc 2>/dev/null || echo 2)
 if [[ -n "${missing_kube}" ]]; then
   echo "==> make ${mode}, first run: ${n} steps, about $(progress_minutes $(( total * 2 / (cores > 2 ? cores : 2) ))) on ${cores} cores" \
-    "($(progress_minutes "${total}") measured on 2); built once, cached under ${NODEMEND_CACHE:-~/.cache/nodemend} and Go's caches" >&2
+    "($(progress_minutes "${total}") on 2); built once, cached under ${NODEMEND_CACHE:-~/.cache/nodemend} and Go's caches" >&2
 fi
 
 if [[ "${plan_only}" == true ]]; then
@@ -61,7 +61,7 @@ if [[ "${plan_only}" == true ]]; then
     i=$((i + 1))
     IFS='|' read -r key what cmd <<<"${p}"
     [[ "${key}" == kube ]] && { key="$(progress_kube_key ${missing_kube})"; what="building $(echo ${missing_kube}) from source"; }
-    echo "step ${i}/${n}: ${what} (measured: $(progress_minutes "$(progress_estimate "${key}")") on 2 cores, cold)"
+    echo "step ${i}/${n}: ${what} (about $(progress_minutes "$(progress_estimate "${key}")") on 2 cores, cold)"
   done
   exit 0
 fi
