@@ -50,7 +50,7 @@ for p in "${plan[@]}"; do
   total=$(( total + $(progress_estimate "${key}") ))
 done
 cores=$(nproc 2>/dev/null || echo 2)
-if [[ -n "${missing_kube}" ]]; then
+if (( n > 1 )); then
   echo "==> make ${mode}, first run: ${n} steps, about $(progress_minutes $(( total * 2 / (cores > 2 ? cores : 2) ))) on ${cores} cores" \
     "($(progress_minutes "${total}") on 2); built once, cached under ${NODEMEND_CACHE:-~/.cache/nodemend} and Go's caches" >&2
 fi
