@@ -149,7 +149,7 @@ func TestFaultClearingInsideTolerationLeavesNodeAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if workflow.HasTaint(n) || n.Annotations[workflow.PhaseAnnotation] != "" || n.Annotations[workflow.StartedAnnotation] != "" {
+		if workflow.HasTaint(n) || workflow.InRepair(n) {
 			t.Fatalf("node under repair after a fault that cleared: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 		}
 		time.Sleep(250 * time.Millisecond)

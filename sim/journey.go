@@ -208,7 +208,7 @@ func (j *Journey) onNodeEvent(o any, deleted bool) {
 		if workflow.HasTaint(n) {
 			j.markLocked(Tainted, now)
 		}
-		if n.Annotations[workflow.PhaseAnnotation] == string(workflow.PhaseTerminating) {
+		if workflow.HasTaint(n) && workflow.PhaseOf(n) == workflow.PhaseTerminating {
 			j.markLocked(HandedOver, now)
 		}
 		return

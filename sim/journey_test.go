@@ -50,7 +50,9 @@ func TestJourneyMilestones(t *testing.T) {
 	j.onNodeEvent(node("sick", func(n *corev1.Node) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: "AcceleratedHardwareReady", Status: corev1.ConditionFalse}}
 	}), false)
-	j.onNodeEvent(node("sick", func(n *corev1.Node) { workflow.EnsureTaint(n, "AcceleratedHardwareReady") }), false)
+	j.onNodeEvent(node("sick", func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, workflow.Taint("AcceleratedHardwareReady"))
+	}), false)
 	if j.Replacement() != "" {
 		t.Fatalf("replacement %q before any node was launched for the repair", j.Replacement())
 	}
@@ -58,7 +60,9 @@ func TestJourneyMilestones(t *testing.T) {
 	j.onPodEvent(pod("a", "sick", true), true)
 	j.onPodEvent(pod("c", "", false), false)
 	j.onNodeEvent(node("sick", func(n *corev1.Node) {
-		n.Annotations[workflow.PhaseAnnotation] = string(workflow.PhaseTerminating)
+		n.Spec.Taints = append(n.Spec.Taints, workflow.Taint("AcceleratedHardwareReady"))
+		n.Annotations[workflow.StateAnnotation] = `{"version":1,"phase":"Terminating","started":"2026-03-01T12:00:00Z",` +
+			`"trigger":{"type":"AcceleratedHardwareReady","status":"False"},"target":{"backend":"node","apiVersion":"v1","kind":"Node","name":"sick"}}`
 	}), false)
 	claim := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"nodeName": "sick"}}}
 	claim.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
@@ -95,7 +99,9 @@ func TestJourneyMilestones(t *testing.T) {
 // watched too late must not report a drain it did not see.
 func TestJourneyNeedsPodsOnTheNode(t *testing.T) {
 	j := newJourney()
-	j.onNodeEvent(node("sick", func(n *corev1.Node) { workflow.EnsureTaint(n, "AcceleratedHardwareReady") }), false)
+	j.onNodeEvent(node("sick", func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, workflow.Taint("AcceleratedHardwareReady"))
+	}), false)
 	j.onPodEvent(pod("b", "other", true), false)
 	if _, ok := j.At(PodsEvicted); ok {
 		t.Fatal("PodsEvicted without a pod ever on the node")

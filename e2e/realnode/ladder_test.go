@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"nodemend.dev/nodemend/pkg/repair/workflow"
 	"nodemend.dev/nodemend/realnode"
 )
 
@@ -96,7 +97,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if nd.Annotations["nodemend.dev/repair-phase"] == "Quarantined" {
+		if workflow.PhaseOf(nd) == workflow.PhaseQuarantined {
 			quarantined = time.Now()
 		}
 		if time.Now().After(deadline) {
@@ -146,7 +147,7 @@ spec:
 		for _, tn := range nd.Spec.Taints {
 			tainted = tainted || strings.HasPrefix(tn.Key, "nodemend.dev/")
 		}
-		if !tainted && !nd.Spec.Unschedulable && nd.Annotations["nodemend.dev/repair-phase"] == "" {
+		if !tainted && !nd.Spec.Unschedulable && !workflow.InRepair(nd) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -74,8 +74,9 @@ func TestHostileAPIStringsAreShownEscaped(t *testing.T) {
 	node := "hostile-node"
 	createNode(t, testNode{name: node, labels: map[string]string{"hostile": "yes"},
 		annotations: map[string]string{
-			workflow.PhaseAnnotation: "Draining", workflow.StartedAnnotation: now.Add(-2 * time.Minute).UTC().Format(time.RFC3339),
-			workflow.ReasonAnnotation: "KernelReady=False/" + hostile, workflow.VetoAnnotation: hostile,
+			workflow.StateAnnotation: v1alpha1.RepairRecord{Phase: v1alpha1.RepairPhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
+				Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: hostile}}.Encode(),
+			workflow.VetoAnnotation: hostile,
 		},
 		taints: []corev1.Taint{workflow.Taint("KernelReady")},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionFalse, now.Add(-time.Hour)),

@@ -154,9 +154,10 @@ controller removes the annotation when the repair starts or is refused (an event
 }
 
 // repairPhase is the node's repair phase as nodemend-controller recorded
-// it.
+// it in the node's repair record ("" when none, or when the record cannot
+// be read: the controller leaves such a node alone too).
 func repairPhase(node *corev1.Node) workflow.Phase {
-	return workflow.Phase(node.Annotations[workflow.PhaseAnnotation])
+	return workflow.PhaseOf(node)
 }
 
 func runAct(ctx context.Context, g *Global, s Streams, name string, a act) error {

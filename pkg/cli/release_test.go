@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -20,7 +21,9 @@ func TestRelease(t *testing.T) {
 	mk := func(name, phase string) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
 		if phase != "" {
-			n.Annotations[workflow.PhaseAnnotation] = phase
+			n.Annotations[workflow.StateAnnotation] = v1alpha1.RepairRecord{Phase: workflow.Phase(phase), Started: metav1.Now(),
+				Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False"}, Rung: &v1alpha1.RungAttempt{
+					RungPosition: v1alpha1.RungPosition{Attempt: 1}, Action: v1alpha1.LadderQuarantine, Started: metav1.Now()}}.Encode()
 		}
 		if _, err := core.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/policy"
@@ -43,8 +44,8 @@ func benchFleet(n int, now time.Time) []*corev1.Node {
 			conds[4].Status, conds[4].Reason, conds[4].LastTransitionTime = corev1.ConditionFalse, "KernelBug", metav1.NewTime(now.Add(-time.Duration(i%40)*time.Minute))
 		}
 		if i%200 == 3 {
-			node.Annotations[workflow.PhaseAnnotation] = "Draining"
-			node.Annotations[workflow.StartedAnnotation] = now.Add(-2 * time.Minute).UTC().Format(time.RFC3339)
+			node.Annotations[workflow.StateAnnotation] = v1alpha1.RepairRecord{Phase: workflow.PhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
+				Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelBug"}}.Encode()
 		}
 		node.Status.Conditions = conds
 		nodes[i] = node

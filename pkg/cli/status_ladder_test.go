@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
@@ -15,18 +16,20 @@ import (
 
 // TestStatusShowsTheLadder: a node waiting for its second reboot and a
 // quarantined one, annotated as the controller writes them
-// (workflow.Started, Remediating, Quarantine), show their rung and
+// (workflow.Start, Remediate, Quarantine), show their rung and
 // attempt in `kubectl mend status`, as JSON and in the table.
 func TestStatusShowsTheLadder(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	fault := condition("KernelReady", corev1.ConditionFalse, "KernelBug", "BUG: unable to handle page fault", now.Add(-30*time.Minute))
 	base := &corev1.Node{}
 	since := unhealthy.Since{}
-	reboot := ladder.Attempt{Position: ladder.Position{Rung: 0, Attempt: 2}, Action: "Reboot", Of: 2,
-		Order: "sl-reboot-x-2", BootID: "boot-1", Started: now.Add(-3 * time.Minute), Timeout: "15m"}
-	remediating := workflow.Remediating(workflow.Started(base, since, fault, "gpu-fleet", reboot, now.Add(-20*time.Minute)), reboot)
-	quarantine := ladder.Attempt{Position: ladder.Position{Rung: 1, Attempt: 1}, Action: "Quarantine", Of: 1, Started: now.Add(-time.Minute)}
-	quarantined := workflow.Quarantine(workflow.Started(base, since, fault, "gpu-fleet", quarantine, now.Add(-40*time.Minute)), quarantine, fault.Type, now.Add(-time.Minute))
+	reboot := ladder.Attempt{RungPosition: ladder.Position{Rung: 0, Attempt: 2}, Action: "Reboot", Of: 2,
+		Order: "sl-reboot-x-2", BootID: "boot-1", Started: metav1.NewTime(now.Add(-3 * time.Minute)), Timeout: metav1.Duration{Duration: 15 * time.Minute}}
+	rem := workflow.Remediate(workflow.Start(workflow.Record{}, since, fault, "gpu-fleet", reboot, now.Add(-20*time.Minute), nil), reboot)
+	remediating := workflow.Apply(base, workflow.Record{}, rem)
+	quarantine := ladder.Attempt{RungPosition: ladder.Position{Rung: 1, Attempt: 1}, Action: "Quarantine", Of: 1, Started: metav1.NewTime(now.Add(-time.Minute))}
+	q := workflow.Quarantine(workflow.Start(workflow.Record{}, since, fault, "gpu-fleet", quarantine, now.Add(-40*time.Minute), nil), quarantine, true, now.Add(-time.Minute))
+	quarantined := workflow.Apply(base, workflow.Record{}, q)
 	labels := map[string]string{"sl": "yes"}
 	ready := readyCondition(corev1.ConditionTrue, now.Add(-time.Hour))
 	createNode(t, testNode{name: "sl-reboot", labels: labels, annotations: remediating.Annotations, taints: remediating.Spec.Taints,

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -33,8 +34,9 @@ func statusFleet(t *testing.T) {
 	}
 	createNode(t, testNode{name: "st-a-tol", labels: np("st-a"), conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, now.Add(-time.Hour)),
 		condition("AcceleratedHardwareReady", corev1.ConditionFalse, "NvidiaXID79Error", "GPU has fallen off the bus", now.Add(-4*time.Minute))}})
-	createNode(t, testNode{name: "st-a-drain", labels: np("st-a"), annotations: map[string]string{workflow.PhaseAnnotation: "Draining",
-		workflow.StartedAnnotation: now.Add(-2 * time.Minute).UTC().Format(time.RFC3339), workflow.ReasonAnnotation: "KernelReady=False/KernelBug"},
+	createNode(t, testNode{name: "st-a-drain", labels: np("st-a"), annotations: map[string]string{workflow.StateAnnotation: v1alpha1.RepairRecord{
+		Phase: workflow.PhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
+		Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelBug"}}.Encode()},
 		taints: []corev1.Taint{workflow.Taint("KernelReady")}})
 	ok("st-b-1", "st-b")
 	for _, n := range []string{"st-b-bad1", "st-b-bad2"} {

@@ -265,7 +265,7 @@ func replacementQuery(in timeline.Input, poolLabel, ownerKind, ownerName string)
 	}
 	if in.Node != nil {
 		if st, err := workflow.Read(in.Node); err == nil && !st.Started.IsZero() {
-			after = st.Started
+			after = st.Started.Time
 		}
 	}
 	if after.IsZero() {

@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/timeline"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -133,9 +134,9 @@ func TestTimelineLiveNode(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	node := "tl-live"
 	createNode(t, testNode{name: node, annotations: map[string]string{
-		workflow.UnhealthySinceAnnotation: fmt.Sprintf(`{"KernelReady":"%s"}`, now.Add(-40*time.Minute).UTC().Format(time.RFC3339)),
-		workflow.PhaseAnnotation:          "Draining", workflow.StartedAnnotation: now.Add(-5 * time.Minute).UTC().Format(time.RFC3339),
-		workflow.ReasonAnnotation: "KernelReady=False/ForkFailedOutOfPIDs"},
+		workflow.StateAnnotation: fmt.Sprintf(`{"version":1,"phase":"Draining","unhealthySince":{"KernelReady":%q},"started":%q,`+
+			`"trigger":{"type":"KernelReady","status":"False","reason":"ForkFailedOutOfPIDs"}}`,
+			now.Add(-40*time.Minute).UTC().Format(time.RFC3339), now.Add(-5*time.Minute).UTC().Format(time.RFC3339))},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, now.Add(-48*time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "ForkFailedOutOfPIDs", "fork: retry: Resource temporarily unavailable", now.Add(-40*time.Minute))}})
 	agentEvent(t, node, "ForkFailedOutOfPIDs", "kubelet: fork/exec /usr/bin/nsenter: resource temporarily unavailable", now.Add(-40*time.Minute))
@@ -158,7 +159,8 @@ func TestTimelineLiveNode(t *testing.T) {
 func TestTimelineShowsTheLadder(t *testing.T) {
 	t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
 	node := "tl-ladder"
-	createNode(t, testNode{name: node, annotations: map[string]string{workflow.PhaseAnnotation: "Quarantined"},
+	createNode(t, testNode{name: node, annotations: map[string]string{workflow.StateAnnotation: v1alpha1.RepairRecord{Phase: workflow.PhaseQuarantined,
+		Started: metav1.NewTime(t0.Add(10 * time.Minute)), Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelBug"}}.Encode()},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, t0.Add(-48*time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "KernelBug", "BUG: unable to handle page fault", t0)}})
 	controllerEvent(t, "Node", node, history.Started, "Taint", "KernelReady=False/KernelBug: tainted", t0.Add(10*time.Minute),

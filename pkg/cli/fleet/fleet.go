@@ -223,7 +223,7 @@ func Assess(in Input) Report {
 // as the controller's: any rule of its policy flags it, however recently,
 // or a repair is in progress.
 func CountsUnhealthy(n *corev1.Node, rules []policy.Rule) bool {
-	if n.Annotations[workflow.PhaseAnnotation] != "" {
+	if workflow.InRepair(n) {
 		return true
 	}
 	return unhealthy.Any(n.Status.Conditions, rules)
@@ -238,10 +238,10 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 	fillConditions(&row, n)
 	st, err := workflow.Read(n)
 	if err != nil {
-		row.State, row.Detail = Invalid, err.Error()+"; the controller leaves this node alone until the nodemend.dev/ annotations are fixed"
+		row.State, row.Detail = Invalid, err.Error()+"; the controller leaves this node alone until its "+workflow.StateAnnotation+" annotation is fixed or removed"
 		return row
 	}
-	row.Started, row.Drained = st.Started, st.Drained
+	row.Started, row.Drained = st.Started.Time, st.Drained.Time
 	if st.Target != nil {
 		row.Target = st.Target.String()
 	}
@@ -249,7 +249,7 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 		row.State, row.Detail = Deleting, "node is being deleted since "+ago(in.Now, n.DeletionTimestamp.Time)
 		return row
 	}
-	if a := st.Attempt; a != nil && st.Phase != workflow.PhaseNone {
+	if a := st.Rung; a != nil && st.Phase != workflow.PhaseNone {
 		row.Rung = fmt.Sprintf("%s %d/%d", a.Action, a.Attempt, max(a.Of, 1))
 	}
 	switch st.Phase {
@@ -272,7 +272,7 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 	}
 	if _, expired := asmt.Expired(in.Now); !expired {
 		row.State = Tolerating
-		row.Detail = Short(first.Expires.Sub(in.Now)) + " left of " + Short(first.Rule.Toleration) + " (" + workflow.Reason(first.Condition) + ")"
+		row.Detail = Short(first.Expires.Sub(in.Now)) + " left of " + Short(first.Rule.Toleration) + " (" + v1alpha1.TriggerOf(first.Condition).String() + ")"
 		return row
 	}
 	gi := gate.Input{Vetoed: st.Vetoed, Veto: st.Veto, Paused: in.Paused, PauseReason: in.PauseReason, MaxUnhealthy: pn.policy.MaxUnhealthy}
@@ -296,8 +296,12 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 // the pause halt a repair in progress (the controller's halted()).
 func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
 	row.UnhealthySince = st.Since.Earliest()
+	trigger := v1alpha1.RepairTrigger{}
+	if st.Trigger != nil {
+		trigger = *st.Trigger
+	}
 	if row.Reason == "" {
-		row.Reason = workflow.ConditionReason(st.Reason)
+		row.Reason = trigger.Reason
 	}
 	halt := gate.Decide(gate.Input{Vetoed: st.Vetoed, Veto: st.Veto, Paused: in.Paused, PauseReason: in.PauseReason})
 	halted := ""
@@ -307,28 +311,28 @@ func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
 	}
 	switch st.Phase {
 	case workflow.PhaseRemediating:
-		a := st.Attempt
+		a := st.Rung
 		row.State = Remediating
-		row.Detail = fmt.Sprintf("%s ordered %s (NodeRemediation %s), fails at %s", a.Action, ago(in.Now, a.Started), a.Order, a.Deadline().UTC().Format(time.RFC3339))
+		row.Detail = fmt.Sprintf("%s ordered %s (NodeRemediation %s), fails at %s", a.Action, ago(in.Now, a.Started.Time), a.Order, a.Deadline().UTC().Format(time.RFC3339))
 		if !a.Verified.IsZero() {
-			row.Detail = fmt.Sprintf("rebooted %s; waiting for %s to be healthy, fails at %s", ago(in.Now, a.Verified), st.Condition, a.Deadline().UTC().Format(time.RFC3339))
+			row.Detail = fmt.Sprintf("rebooted %s; waiting for %s to be healthy, fails at %s", ago(in.Now, a.Verified.Time), trigger.Type, a.Deadline().UTC().Format(time.RFC3339))
 		}
 		row.Detail += halted
 		return row
 	case workflow.PhaseQuarantined:
 		row.State = Quarantined
-		row.Detail = "quarantined " + ago(in.Now, st.Quarantined) + " after " + st.Reason + "; kubectl mend release " + row.Name
+		row.Detail = "quarantined " + ago(in.Now, st.Quarantined.Time) + " after " + trigger.String() + "; kubectl mend release " + row.Name
 		if st.Released {
 			row.Detail = "release requested: " + st.Release
 		} else if !st.HealthySince.IsZero() && pol.QuarantineHealthyFor > 0 {
-			row.Detail += "; healthy " + ago(in.Now, st.HealthySince) + ", released after " + Short(pol.QuarantineHealthyFor)
+			row.Detail += "; healthy " + ago(in.Now, st.HealthySince.Time) + ", released after " + Short(pol.QuarantineHealthyFor)
 		}
 		return row
 	}
 	if st.Phase == workflow.PhaseDraining {
 		row.State = Draining
 		deadline := st.Started.Add(pol.Drain.Deadline)
-		row.Detail = "for " + Short(in.Now.Sub(st.Started))
+		row.Detail = "for " + Short(in.Now.Sub(st.Started.Time))
 		if in.Now.Before(deadline) {
 			row.Detail += ", deadline in " + Short(deadline.Sub(in.Now))
 		} else {
@@ -340,10 +344,10 @@ func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
 	row.State = Terminating
 	if !st.Failed.IsZero() {
 		row.State = Failed
-		row.Detail = "node still exists " + Short(in.Now.Sub(st.Drained)) + " after " + row.Target + " was handed over; check its engine" + halted
+		row.Detail = "node still exists " + Short(in.Now.Sub(st.Drained.Time)) + " after " + row.Target + " was handed over; check its engine" + halted
 		return row
 	}
-	row.Detail = "handed over " + ago(in.Now, st.Drained) + ": " + row.Target + halted
+	row.Detail = "handed over " + ago(in.Now, st.Drained.Time) + ": " + row.Target + halted
 	return row
 }
 

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -49,6 +48,9 @@ func annotate(kv ...string) nodeOpt {
 	}
 }
 
+// record puts a repair record, as its JSON, on the node.
+func record(json string) nodeOpt { return annotate(workflow.StateAnnotation, json) }
+
 func zone(z string) nodeOpt { return func(n *corev1.Node) { n.Labels[pool.ZoneLabel] = z } }
 
 func healthyPool(np string, count int) []*corev1.Node {
@@ -69,7 +71,6 @@ func find(r Report, name string) Node {
 }
 
 func TestAssess(t *testing.T) {
-	target := backend.Target{Backend: "karpenter", APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "gpu-abc"}.Encode()
 	noneSet, _ := policy.NewSet([]v1alpha1.NodeRepairPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "watch-only"},
 		Spec: v1alpha1.NodeRepairPolicySpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"watch": "only"}}, Action: v1alpha1.ActionNone}}})
 	cases := []struct {
@@ -88,7 +89,7 @@ func TestAssess(t *testing.T) {
 		{name: "tolerating with time left", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("AcceleratedHardwareReady", "NvidiaXID79Error", 4*time.Minute))),
 			node: "n", state: Tolerating, detail: "6m left of 10m (AcceleratedHardwareReady=False/NvidiaXID79Error)", reason: "NvidiaXID79Error"},
 		{name: "recorded since wins over a later transition", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Minute),
-			annotate(workflow.UnhealthySinceAnnotation, `{"KernelReady":"2026-03-01T11:35:00Z"}`))),
+			record(`{"version":1,"unhealthySince":{"KernelReady":"2026-03-01T11:35:00Z"}}`))),
 			node: "n", state: Tolerating, detail: "5m left of 30m"},
 		{name: "due", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour))), node: "n", state: Due},
 		{name: "blocked by the pool gate", nodes: append(healthyPool("gpu", 3), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour)),
@@ -108,20 +109,22 @@ func TestAssess(t *testing.T) {
 		{name: "pressure is never a trigger", nodes: []*corev1.Node{mkNode("n", "gpu", failing("MemoryPressure", "KubeletHasInsufficientMemory", time.Hour))}, node: "n", state: Healthy},
 		{name: "action None", set: noneSet, nodes: []*corev1.Node{mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), func(n *corev1.Node) { n.Labels["watch"] = "only" })},
 			node: "n", state: NotRepaired},
-		{name: "draining", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), annotate(
-			workflow.PhaseAnnotation, "Draining", workflow.StartedAnnotation, "2026-03-01T11:57:00Z", workflow.ReasonAnnotation, "KernelReady=False/KernelBug"))),
+		{name: "draining", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), record(
+			`{"version":1,"phase":"Draining","started":"2026-03-01T11:57:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"}}`))),
 			node: "n", state: Draining, detail: "for 3m, deadline in 7m"},
-		{name: "draining halted by a veto", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", annotate(
-			workflow.PhaseAnnotation, "Draining", workflow.StartedAnnotation, "2026-03-01T11:57:00Z", workflow.VetoAnnotation, "true"))),
+		{name: "draining halted by a veto", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", record(
+			`{"version":1,"phase":"Draining","started":"2026-03-01T11:57:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"}}`), annotate(workflow.VetoAnnotation, "true"))),
 			node: "n", state: Draining, gate: gate.Veto, detail: "halted: repair vetoed"},
-		{name: "terminating", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", annotate(
-			workflow.PhaseAnnotation, "Terminating", workflow.StartedAnnotation, "2026-03-01T11:50:00Z", workflow.DrainedAnnotation, "2026-03-01T11:58:00Z", workflow.TargetAnnotation, target))),
+		{name: "terminating", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", record(
+			`{"version":1,"phase":"Terminating","started":"2026-03-01T11:50:00Z","drained":"2026-03-01T11:58:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"},"target":{"backend":"karpenter","apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":"gpu-abc"}}`))),
 			node: "n", state: Terminating, detail: "handed over 2m ago: NodeClaim gpu-abc"},
-		{name: "failed", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", annotate(
-			workflow.PhaseAnnotation, "Terminating", workflow.StartedAnnotation, "2026-03-01T10:50:00Z", workflow.DrainedAnnotation, "2026-03-01T11:00:00Z",
-			workflow.TargetAnnotation, target, workflow.FailedAnnotation, "2026-03-01T11:30:00Z"))),
+		{name: "failed", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", record(
+			`{"version":1,"phase":"Terminating","started":"2026-03-01T10:50:00Z","drained":"2026-03-01T11:00:00Z","failed":"2026-03-01T11:30:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"},"target":{"backend":"karpenter","apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":"gpu-abc"}}`))),
 			node: "n", state: Failed},
-		{name: "invalid annotations", nodes: []*corev1.Node{mkNode("n", "gpu", annotate(workflow.PhaseAnnotation, "Exploding"))}, node: "n", state: Invalid},
+		{name: "invalid record", nodes: []*corev1.Node{mkNode("n", "gpu", record(`{"version":1,"phase":"Exploding"}`))}, node: "n", state: Invalid},
+		{name: "a previous release's repair", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), annotate(
+			"nodemend.dev/repair-phase", "Draining", "nodemend.dev/repair-started", "2026-03-01T11:57:00Z", "nodemend.dev/repair-reason", "KernelReady=False/KernelBug"))),
+			node: "n", state: Draining, detail: "for 3m, deadline in 7m"},
 		{name: "deleting", nodes: []*corev1.Node{mkNode("n", "gpu", func(n *corev1.Node) { ts := metav1.NewTime(now.Add(-time.Minute)); n.DeletionTimestamp = &ts })}, node: "n", state: Deleting},
 	}
 	for _, tc := range cases {

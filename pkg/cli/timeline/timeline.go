@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/history"
@@ -110,7 +111,7 @@ type Timeline struct {
 // repairFacts are the key times, from annotations or, for a gone node,
 // from the controller's events.
 type repairFacts struct {
-	trigger    string
+	trigger    *v1alpha1.RepairTrigger
 	since      time.Time
 	toleration time.Duration
 	started    time.Time
@@ -130,7 +131,10 @@ func Build(in Input) Timeline {
 	evs := slices.Clone(in.Events)
 	eventlog.Sort(evs)
 	f := facts(in, evs)
-	tl.Trigger, tl.Owner = f.trigger, f.target
+	tl.Owner = f.target
+	if f.trigger != nil {
+		tl.Trigger = f.trigger.String()
+	}
 	if in.Owner != nil {
 		tl.Owner = in.Owner.Kind + " " + in.Owner.Name
 	}
@@ -155,7 +159,7 @@ func facts(in Input, evs []eventlog.Event) repairFacts {
 	var f repairFacts
 	if n := in.Node; n != nil {
 		if st, err := workflow.Read(n); err == nil {
-			f.trigger, f.since, f.started, f.drained = st.Reason, st.Since.Earliest(), st.Started, st.Drained
+			f.trigger, f.since, f.started, f.drained = st.Trigger, st.Since.Earliest(), st.Started.Time, st.Drained.Time
 			if st.Target != nil {
 				f.target = st.Target.String()
 			}
@@ -174,8 +178,8 @@ func facts(in Input, evs []eventlog.Event) repairFacts {
 		}
 		switch e.Reason {
 		case history.Started, history.WouldStart:
-			if f.trigger == "" && rec.Trigger != nil {
-				f.trigger = rec.Trigger.String()
+			if f.trigger == nil && rec.Trigger != nil {
+				f.trigger = rec.Trigger
 			}
 			if t := rec.UnhealthySince; !t.IsZero() && (f.since.IsZero() || t.Before(f.since)) {
 				f.since = t
@@ -224,7 +228,7 @@ func facts(in Input, evs []eventlog.Event) repairFacts {
 
 // unhealthySince is the earliest transition of an unhealthy condition, for
 // a node the controller has not yet recorded.
-func unhealthySince(n *corev1.Node, trigger string) (time.Time, string) {
+func unhealthySince(n *corev1.Node, trigger *v1alpha1.RepairTrigger) (time.Time, *v1alpha1.RepairTrigger) {
 	var since time.Time
 	for _, c := range n.Status.Conditions {
 		bad := (c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue) ||
@@ -234,18 +238,13 @@ func unhealthySince(n *corev1.Node, trigger string) (time.Time, string) {
 		}
 		if since.IsZero() || c.LastTransitionTime.Time.Before(since) {
 			since = c.LastTransitionTime.Time
-			if trigger == "" || !strings.HasPrefix(trigger, string(c.Type)+"=") {
-				trigger = workflow.Reason(c)
+			if trigger == nil || trigger.Type != c.Type {
+				t := v1alpha1.TriggerOf(c)
+				trigger = &t
 			}
 		}
 	}
 	return since, trigger
-}
-
-// reasonOf is the condition reason of a trigger "Type=Status/Reason".
-func reasonOf(trigger string) string {
-	_, r, _ := strings.Cut(trigger, "/")
-	return r
 }
 
 func phases(in Input, evs []eventlog.Event, f repairFacts) []Phase {
@@ -364,7 +363,10 @@ func readySince(n *corev1.Node) time.Time {
 // any Fatal reason of the registry, reported no later than a minute after
 // the condition changed.
 func detection(evs []eventlog.Event, f repairFacts) (time.Time, string) {
-	want := reasonOf(f.trigger)
+	want := ""
+	if f.trigger != nil {
+		want = f.trigger.Reason
+	}
 	var best *eventlog.Event
 	for i := range evs {
 		e := &evs[i]
@@ -422,16 +424,26 @@ func entries(in Input, evs []eventlog.Event) []Entry {
 		}
 		if st, err := workflow.Read(n); err == nil {
 			for _, t := range st.Since.Types() {
-				out = append(out, Entry{Time: st.Since[t], Source: "annotation", What: "unhealthy since (" + string(t) + ")", Message: workflow.UnhealthySinceAnnotation})
+				out = append(out, Entry{Time: st.Since[t], Source: "record", What: "unhealthy since (" + string(t) + ")", Message: workflow.StateAnnotation})
 			}
 			if !st.Started.IsZero() {
-				out = append(out, Entry{Time: st.Started, Source: "annotation", What: "repair started: tainted " + workflow.TaintKey, Message: st.Reason})
+				msg := ""
+				if st.Trigger != nil {
+					msg = st.Trigger.String()
+				}
+				if st.RepairNow != nil {
+					msg += "; requested now: " + st.RepairNow.Request
+				}
+				out = append(out, Entry{Time: st.Started.Time, Source: "record", What: "repair started: tainted " + workflow.TaintKey, Message: msg})
 			}
 			if !st.Drained.IsZero() {
-				out = append(out, Entry{Time: st.Drained, Source: "annotation", What: "drained; handed over", Message: targetString(st)})
+				out = append(out, Entry{Time: st.Drained.Time, Source: "record", What: "drained; handed over", Message: targetString(st)})
 			}
 			if !st.Failed.IsZero() {
-				out = append(out, Entry{Time: st.Failed, Source: "annotation", What: "repair failed", Message: workflow.FailedAnnotation})
+				out = append(out, Entry{Time: st.Failed.Time, Source: "record", What: "repair failed", Message: workflow.StateAnnotation})
+			}
+			if !st.Quarantined.IsZero() {
+				out = append(out, Entry{Time: st.Quarantined.Time, Source: "record", What: "quarantined", Message: "kubectl mend release " + n.Name})
 			}
 		}
 		if n.DeletionTimestamp != nil {

@@ -13,7 +13,6 @@ package backend
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -21,8 +20,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
 )
 
 // Backend names.
@@ -32,43 +32,10 @@ const (
 	Node       = "node"
 )
 
-// Target is the object whose deletion replaces a node. It is recorded on the
-// node before it is deleted, so that a new leader deletes the same object,
-// and only once.
-type Target struct {
-	Backend    string    `json:"backend"`
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	Namespace  string    `json:"namespace,omitempty"`
-	Name       string    `json:"name"`
-	UID        types.UID `json:"uid"`
-}
-
-// String is "Kind namespace/name" or "Kind name".
-func (t Target) String() string {
-	if t.Namespace != "" {
-		return t.Kind + " " + t.Namespace + "/" + t.Name
-	}
-	return t.Kind + " " + t.Name
-}
-
-// Encode is the annotation form.
-func (t Target) Encode() string {
-	b, _ := json.Marshal(t) // plain strings: cannot fail
-	return string(b)
-}
-
-// DecodeTarget reads the annotation form.
-func DecodeTarget(s string) (Target, error) {
-	var t Target
-	if err := json.Unmarshal([]byte(s), &t); err != nil {
-		return Target{}, fmt.Errorf("parsing repair target %q: %w", s, err)
-	}
-	if t.Kind == "" || t.Name == "" || t.APIVersion == "" {
-		return Target{}, fmt.Errorf("repair target %q lacks apiVersion, kind or name", s)
-	}
-	return t, nil
-}
+// Target is the object whose deletion replaces a node. It is recorded in
+// the node's repair record before it is deleted, so that a new leader
+// deletes the same object, and only once.
+type Target = v1alpha1.RepairTarget
 
 // ErrNoTarget is wrapped by Resolve errors that mean the node's owner does
 // not exist (as opposed to a failed request): the repair cannot proceed
@@ -138,7 +105,7 @@ func (r Registry) Choose(node *corev1.Node, override string) Backend {
 }
 
 // Meta returns an addressable metadata-only object for t.
-func (t Target) Meta() *metav1.PartialObjectMetadata {
+func Meta(t Target) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.APIVersion, m.Kind = t.APIVersion, t.Kind
 	m.Namespace, m.Name = t.Namespace, t.Name
@@ -164,7 +131,7 @@ const (
 // never deleted in its place. r must read from the API server, not from a
 // cache: a stale cache would have the object deleted a second time.
 func DeleteOnce(ctx context.Context, r client.Reader, c client.Writer, t Target) (Outcome, error) {
-	cur := t.Meta()
+	cur := Meta(t)
 	if err := r.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, cur); err != nil {
 		if apierrors.IsNotFound(err) {
 			return Gone, nil

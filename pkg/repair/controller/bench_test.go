@@ -227,7 +227,9 @@ func (t *tapeRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
 			if body, err := req.GetBody(); err == nil {
 				buf := make([]byte, 4096)
 				n, _ := body.Read(buf)
-				isStart = strings.Contains(string(buf[:n]), `"nodemend.dev/repair-phase":"Draining"`)
+				// The start is the one write of a record in phase
+				// Draining (a JSON string inside the patch).
+				isStart = strings.Contains(string(buf[:n]), `\"phase\":\"Draining\"`)
 			}
 		}
 		resp, err := rt.RoundTrip(req)

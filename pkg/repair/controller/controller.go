@@ -226,10 +226,9 @@ type blockedAt struct {
 }
 
 type inflight struct {
-	uid       types.UID
-	condition string
-	// trigger is the node's repair-reason annotation, "Type=Status/Reason".
-	trigger string
+	uid types.UID
+	// trigger is the condition that started the repair.
+	trigger v1alpha1.RepairTrigger
 	since   time.Time
 	// deletedSelf: this process deleted the Node object itself (a target
 	// that is the node), so a later reconcile waits for it to go without

@@ -150,7 +150,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 				done = false
 			}
 		}
-		if n := h.get(rebooted); n == nil || n.Annotations[workflow.LadderAnnotation] == "" || !h.untouched(rebooted) {
+		if n := h.get(rebooted); n == nil || h.state(n).Ladder == nil || !h.untouched(rebooted) {
 			done = false
 		}
 		if done {
@@ -207,10 +207,10 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	// Exactly once: one taint, one hand-over, one deletion of the backend
 	// object per repaired node.
 	for n, target := range sick {
-		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Draining"`); got != 1 {
+		if got := aud.count("PATCH", "/api/v1/nodes/"+n, recordPhase(workflow.PhaseDraining)); got != 1 {
 			t.Errorf("%s tainted %d times", n, got)
 		}
-		if got := aud.count("PATCH", "/api/v1/nodes/"+n, `"nodemend.dev/repair-phase":"Terminating"`); got != 1 {
+		if got := aud.count("PATCH", "/api/v1/nodes/"+n, recordPhase(workflow.PhaseTerminating)); got != 1 {
 			t.Errorf("%s handed over %d times", n, got)
 		}
 		if got := aud.count("DELETE", target, ""); got != 1 {
@@ -227,11 +227,13 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	// service once, never deleted.
 	orders := "/apis/nodemend.dev/v1alpha1/noderemediations"
 	for what, got := range map[string]int{
-		"tainted":             aud.count("PATCH", "/api/v1/nodes/"+rebooted, `"nodemend.dev/repair-phase":"Draining"`),
-		"ordered (rung)":      aud.count("PATCH", "/api/v1/nodes/"+rebooted, `"nodemend.dev/repair-phase":"Remediating"`),
+		"tainted": aud.count("PATCH", "/api/v1/nodes/"+rebooted, recordPhase(workflow.PhaseDraining)),
+		// The record is written whole: the verification's write is in
+		// phase Remediating too.
+		"ordered (rung)":      aud.count("PATCH", "/api/v1/nodes/"+rebooted, recordPhase(workflow.PhaseRemediating)) - aud.count("PATCH", "/api/v1/nodes/"+rebooted, `verified`),
 		"ordered (order)":     aud.count("POST", orders, `"nodeName":"`+rebooted+`"`),
 		"verified":            aud.count("PATCH", "/api/v1/nodes/"+rebooted, `verified`),
-		"returned to service": aud.count("PATCH", "/api/v1/nodes/"+rebooted, `"nodemend.dev/repair-ladder"`),
+		"returned to service": aud.count("PATCH", "/api/v1/nodes/"+rebooted, `{\"version\":1,\"ladder\":{`),
 	} {
 		if got != 1 {
 			t.Errorf("%s %s %d times", rebooted, what, got)
@@ -338,8 +340,9 @@ func simulateAgents(ctx context.Context) {
 		}
 		nodes := &corev1.NodeList{}
 		if err := k8s.List(ctx, nodes); err == nil {
-			for _, n := range nodes.Items {
-				if strings.Contains(n.Annotations[workflow.AttemptAnnotation], `"verified"`) {
+			for i := range nodes.Items {
+				n := &nodes.Items[i]
+				if st, err := workflow.Read(n); err == nil && st.Rung != nil && !st.Rung.Verified.IsZero() {
 					_ = repairtest.SetCondition(ctx, k8s, n.Name, repairtest.Condition("KernelReady", corev1.ConditionTrue, "KernelIsReady", time.Now()))
 				}
 			}
@@ -407,6 +410,10 @@ func (a *audit) len() int {
 
 // count counts successful requests with method and path whose body
 // contains substr.
+// recordPhase is how a Node patch that writes a record in phase p says it
+// (the record is a JSON string inside the patch).
+func recordPhase(p workflow.Phase) string { return `\"phase\":\"` + string(p) + `\"` }
+
 func (a *audit) count(method, path, substr string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -36,36 +36,47 @@ import (
 // period, wait for the toleration, pass the gates, start the repair.
 func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, asmt unhealthy.Assessment, now time.Time) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	node, back, err := r.ladderWindow(ctx, node, st, asmt, now)
+	node, back, err := r.ladderWindow(ctx, node, &st, asmt, now)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if !asmt.Unhealthy() {
 		r.forget(node.Name)
-		if st.Ladder != nil && now.Before(st.Ladder.Until) {
-			r.wakeAt(node.Name, st.Ladder.Until)
+		if st.Ladder != nil && now.Before(st.Ladder.Until.Time) {
+			r.wakeAt(node.Name, st.Ladder.Until.Time)
 		}
 		if len(st.Since) > 0 && !r.opts.DryRun {
-			if err := r.patch(ctx, node, workflow.WithSince(node, nil), false); err != nil {
+			next := workflow.WithSince(st.Record, nil)
+			if node, err = r.write(ctx, node, st.Record, next, false); err != nil {
 				return reconcile.Result{}, err
 			}
+			st.Record = next
 			log.Info("node recovered before its toleration passed", "unhealthySince", st.Since.String())
 			r.emit(recoveredEvent(node, st.Since))
+		}
+		if st.RepairRequested {
+			return reconcile.Result{}, r.refuseRepairNow(ctx, node, st, "no condition of the node is unhealthy under its policy "+pol.Name+
+				"; nodemend repairs only on a condition its policy names")
 		}
 		return reconcile.Result{}, nil
 	}
 	if !r.opts.DryRun && !asmt.Since.Equal(st.Since) {
-		updated := workflow.WithSince(node, asmt.Since)
-		if err := r.patch(ctx, node, updated, false); err != nil {
+		next := workflow.WithSince(st.Record, asmt.Since)
+		if node, err = r.write(ctx, node, st.Record, next, false); err != nil {
 			return reconcile.Result{}, err
 		}
-		node = updated
+		st.Record, st.Since = next, asmt.Since
 		log.Info("node unhealthy", "unhealthySince", asmt.Since.String(), "policy", pol.Name, "expires", asmt.NextExpiry().UTC().Format(time.RFC3339))
 		if err := r.after(ctx, node.Name, StepUnhealthyRecorded); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	if pol.Action == v1alpha1.ActionNone {
+		if st.RepairRequested {
+			if err := r.refuseRepairNow(ctx, node, st, "its policy "+pol.Name+" has the action None: its nodes are only counted"); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 		r.cancelWake(node.Name)
 		if r.dedupe.first(node.Name, keyActionNone, pol.Name) {
 			log.Info("node unhealthy; its policy's action is None, so it is only counted", "policy", pol.Name)
@@ -77,6 +88,16 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		// The fault an attempt had repaired is back within the rung's
 		// window: the decision goes on at once, through the gates.
 		trigger, expired = *back, true
+	}
+	var request *v1alpha1.RepairNowRequest
+	if st.RepairRequested {
+		// A person asks for the repair now: the toleration is waived,
+		// nothing else (the gates and the ladder apply). The finding is
+		// the evidence.
+		if !expired {
+			trigger, expired = asmt.Findings[0], true
+		}
+		request = workflow.RepairNowAt(st.RepairRequest, now)
 	}
 	if !expired {
 		r.wakeAt(node.Name, asmt.NextExpiry())
@@ -94,27 +115,25 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	r.unblock(node.Name)
 	if r.opts.DryRun {
 		if r.emit(wouldStartEvent(node, trigger, pol, grp, d)) {
-			log.Info("dry run: would start repair", "trigger", workflow.Reason(trigger.Condition), "policy", pol.Name, "gate", d.Message)
+			log.Info("dry run: would start repair", "trigger", v1alpha1.TriggerOf(trigger.Condition).String(), "policy", pol.Name, "gate", d.Message)
 		}
 		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
-	rungs := r.rungsOf(node, pol, workflow.Reason(trigger.Condition))
-	pos, continued := ladder.StartAt(rungs, st.Ladder, string(trigger.Condition.Type), now)
+	rungs := r.rungsOf(node, pol, trigger.Condition.Reason)
+	pos, continued := ladder.StartAt(rungs, st.Ladder, trigger.Condition.Type, now)
 	attempt := attemptAt(rungs, pos, now)
-	started := workflow.Started(node, asmt.Since, trigger.Condition, pol.Name, attempt, now)
-	if err := r.patch(ctx, node, started, true); err != nil {
-		return reconcile.Result{}, err
-	}
-	r.metrics.Started(string(trigger.Rule.Type), trigger.Condition.Reason, now.Sub(trigger.Since))
-	log.Info("repair started", "trigger", workflow.Reason(trigger.Condition), "policy", pol.Name, "gate", d.Message,
-		"rung", attempt.Action, "position", attempt.Position.String(), "continued", continued)
-	r.emitWithNextStep(node.Name, startedEvent(started, trigger, pol, grp, d, attempt, len(rungs)))
-	if err := r.after(ctx, node.Name, StepTainted); err != nil {
-		return reconcile.Result{}, err
-	}
-	st, err = workflow.Read(started)
+	next := workflow.Start(st.Record, asmt.Since, trigger.Condition, pol.Name, attempt, now, request)
+	started, err := r.write(ctx, node, st.Record, next, true)
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	st.Record, st.Since = next, asmt.Since
+	r.metrics.Started(string(trigger.Rule.Type), trigger.Condition.Reason, now.Sub(trigger.Since))
+	log.Info("repair started", "trigger", v1alpha1.TriggerOf(trigger.Condition).String(), "policy", pol.Name, "gate", d.Message,
+		"rung", attempt.Action, "position", attempt.RungPosition.String(), "continued", continued, "requestedNow", request != nil)
+	r.emitWithNextStep(node.Name, startedEvent(started, trigger, pol, grp, d, *next.Rung, len(rungs), request))
+	if err := r.after(ctx, node.Name, StepTainted); err != nil {
 		return reconcile.Result{}, err
 	}
 	r.track(started, st)

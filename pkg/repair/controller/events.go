@@ -154,7 +154,8 @@ const keyDrainWait = "drain-wait"
 func poolSubject(where string) string { return "pool/" + where }
 
 func triggerOf(c corev1.NodeCondition) *history.Condition {
-	return &history.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason}
+	t := v1alpha1.TriggerOf(c)
+	return &t
 }
 
 func poolOf(p pool.Pool) *history.Pool {
@@ -177,7 +178,7 @@ func relatedOf(t backend.Target) runtime.Object {
 // what says what triggered a repair, for notes: "<Type=Status/Reason> since
 // <RFC 3339> (toleration <d>, policy <p>)".
 func what(trigger unhealthy.Finding, pol policy.Policy) string {
-	return fmt.Sprintf("%s since %s (toleration %s, policy %s)", workflow.Reason(trigger.Condition),
+	return fmt.Sprintf("%s since %s (toleration %s, policy %s)", v1alpha1.TriggerOf(trigger.Condition),
 		trigger.Since.UTC().Format(time.RFC3339), trigger.Rule.Toleration, pol.Name)
 }
 
@@ -193,7 +194,7 @@ func startRecord(trigger unhealthy.Finding, pol policy.Policy, g group) history.
 // problem.
 func invalidStateEvent(node *corev1.Node, err error) event {
 	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.InvalidState, action: "Inspect",
-		note: fmt.Sprintf("%s; nodemend leaves this node alone until the nodemend.dev/ annotations are fixed", err),
+		note: fmt.Sprintf("%s; nodemend leaves this node alone until its %s annotation is fixed or removed", err, workflow.StateAnnotation),
 		once: &onceKey{node.Name, err.Error()}}
 }
 
@@ -214,13 +215,26 @@ func wouldStartEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Po
 
 // startedEvent: the node is tainted and its drain begins, for the rung of
 // attempt.
-func startedEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Policy, g group, d gate.Decision, a ladder.Attempt, rungs int) event {
+func startedEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Policy, g group, d gate.Decision, a ladder.Attempt, rungs int, request *v1alpha1.RepairNowRequest) event {
 	rec := startRecord(trigger, pol, g)
 	rec.Rung = rungOf(a, "", "")
+	rec.RepairNow = request
+	asked := ""
+	if request != nil {
+		asked = fmt.Sprintf(" (repair requested now: %s %q)", workflow.RepairNowAnnotation, request.Request)
+	}
 	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.Started, action: "Taint",
-		note: fmt.Sprintf("%s: tainted %s:NoSchedule; drain %s, deadline %s; then %s; %s",
-			what(trigger, pol), workflow.TaintKey, pol.Drain.Mode, pol.Drain.Deadline, rungNote(a, rungs), d.Message),
+		note: fmt.Sprintf("%s%s: tainted %s:NoSchedule; drain %s, deadline %s; then %s; %s",
+			what(trigger, pol), asked, workflow.TaintKey, pol.Drain.Mode, pol.Drain.Deadline, rungNote(a, rungs), d.Message),
 		record: rec}
+}
+
+// repairNowRefusedEvent: a person's repair-now request was consumed
+// without a repair.
+func repairNowRefusedEvent(node *corev1.Node, request, why string) event {
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.RepairNowRefused, action: "Gate",
+		note:   fmt.Sprintf("repair-now request %q not carried out and removed: %s", request, why),
+		record: history.Record{RepairNow: &v1alpha1.RepairNowRequest{Request: request}}}
 }
 
 func rungOf(a ladder.Attempt, order, newBoot string) *history.Rung {
@@ -241,7 +255,7 @@ func orderedEvent(node *corev1.Node, a ladder.Attempt, o *v1alpha1.NodeRemediati
 	return event{regarding: node, related: &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "NodeRemediation", Name: o.Name, UID: o.UID},
 		eventType: corev1.EventTypeNormal, reason: history.RemediationOrdered, action: "Remediate",
 		note: fmt.Sprintf("ordered %s from the node's agent (NodeRemediation %s, boot %s, to be started within %ds); verified by %s within %s",
-			a.Action, o.Name, a.BootID, o.Spec.ActiveDeadlineSeconds, verifiedBy(a.Action), a.Timeout),
+			a.Action, o.Name, a.BootID, o.Spec.ActiveDeadlineSeconds, verifiedBy(a.Action), a.Timeout.Duration),
 		record: history.Record{Rung: rungOf(a, o.Name, "")}}
 }
 
@@ -268,28 +282,37 @@ func remediationFailedEvent(node *corev1.Node, failed, next ladder.Attempt, why 
 
 // returnedEvent: an attempt was verified; the node is back in service.
 func returnedEvent(node *corev1.Node, st workflow.State, a ladder.Attempt, how string, rec *ladder.Record, rungs int) event {
-	c := history.ParseCondition(st.Reason)
+	c := repairTrigger(st)
 	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.ReturnedToService, action: "Repair",
 		note: fmt.Sprintf("%s: %s; untainted and back in service. %s unhealthy again before %s continues the ladder",
-			rungNote(a, rungs), how, st.Condition, rec.Until.UTC().Format(time.RFC3339)),
+			rungNote(a, rungs), how, c.Type, rec.Until.UTC().Format(time.RFC3339)),
 		record: history.Record{Trigger: &c, Policy: st.Policy, Rung: rungOf(a, "", "")}}
 }
 
 // quarantinedEvent: the node is cordoned and tainted for a person.
 func quarantinedEvent(node *corev1.Node, st workflow.State, a ladder.Attempt) event {
-	c := history.ParseCondition(st.Reason)
+	c := repairTrigger(st)
 	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.Quarantined, action: "Quarantine",
 		note: fmt.Sprintf("quarantined for a person after %s: cordoned and tainted %s; release with kubectl mend release %s (annotation %s)",
-			st.Reason, workflow.TaintKey, node.Name, workflow.ReleaseAnnotation),
+			c, workflow.TaintKey, node.Name, workflow.ReleaseAnnotation),
 		record: history.Record{Trigger: &c, Policy: st.Policy, Rung: rungOf(a, "", "")}}
 }
 
 // releasedEvent: a quarantined node is back in service.
 func releasedEvent(node *corev1.Node, st workflow.State, why string) event {
-	c := history.ParseCondition(st.Reason)
+	c := repairTrigger(st)
 	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.QuarantineReleased, action: "Quarantine",
 		note:   fmt.Sprintf("quarantine %s: untainted, uncordoned where nodemend had cordoned, back in service", why),
 		record: history.Record{Trigger: &c, Policy: st.Policy}}
+}
+
+// releaseWaitingEvent: a person released a quarantined node whose fault
+// is still reported; once per request.
+func releaseWaitingEvent(node *corev1.Node, who string) event {
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.ReleaseWaiting, action: "Quarantine",
+		note: fmt.Sprintf("release by %s waits: a condition of the node is still unhealthy under its policy; "+
+			"it returns to service once its status shows no fault", who),
+		once: &onceKey{node.Name, who}}
 }
 
 // blockedEvent: a gate holds the node's repair; once per gate (and pool or
@@ -342,11 +365,7 @@ func targetDeletedEvent(node *corev1.Node, target backend.Target) event {
 // failedEvent: the repair cannot go on or did not finish (recorded once on
 // the node, so not deduplicated here).
 func failedEvent(node *corev1.Node, st workflow.State, msg string) event {
-	rec := history.Record{Policy: st.Policy}
-	if st.Reason != "" {
-		c := history.ParseCondition(st.Reason)
-		rec.Trigger = &c
-	}
+	rec := history.Record{Policy: st.Policy, Trigger: st.Trigger}
 	if st.Target != nil {
 		rec.Target = targetOf(*st.Target)
 	}
@@ -357,9 +376,9 @@ func failedEvent(node *corev1.Node, st workflow.State, msg string) event {
 // reference, the Node object being deleted.
 func succeededEvent(name string, inf inflight, took time.Duration) event {
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: inf.uid}
-	c := history.ParseCondition(inf.trigger)
+	c := inf.trigger
 	return event{regarding: ref, eventType: corev1.EventTypeNormal, reason: history.Succeeded, action: "Repair",
-		note:   fmt.Sprintf("node gone %s after it became unhealthy (%s)", took.Round(time.Second), inf.condition),
+		note:   fmt.Sprintf("node gone %s after it became unhealthy (%s)", took.Round(time.Second), c.Type),
 		record: history.Record{Trigger: &c, UnhealthySince: inf.since, Took: metav1.Duration{Duration: took}}}
 }
 

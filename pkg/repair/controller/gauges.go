@@ -44,7 +44,7 @@ func (f fleetView) Unhealthy() []metrics.FleetNode {
 				out = append(out, metrics.FleetNode{Pool: p, Condition: string(c.Type)})
 			}
 		}
-		if len(seen) == 0 && n.Annotations[workflow.PhaseAnnotation] != "" {
+		if len(seen) == 0 && workflow.InRepair(n) {
 			out = append(out, metrics.FleetNode{Pool: r.pools.Of(n, lookup).String(), Condition: "InRepair"})
 		}
 	})
@@ -76,7 +76,7 @@ func (f fleetView) Quarantined() map[string]int {
 	lookup, _ := r.machineLookup(ctx)
 	out := map[string]int{}
 	_ = r.eachNode(ctx, func(n *corev1.Node) {
-		if workflow.Phase(n.Annotations[workflow.PhaseAnnotation]) == workflow.PhaseQuarantined {
+		if workflow.InRepair(n) && workflow.PhaseOf(n) == workflow.PhaseQuarantined {
 			out[r.pools.Of(n, lookup).String()]++
 		}
 	})

@@ -267,7 +267,25 @@ func (h *harness) phase(name string) string {
 	if n == nil {
 		return "gone"
 	}
-	return n.Annotations[workflow.PhaseAnnotation]
+	return string(h.state(n).Phase)
+}
+
+// record is the node's repair state (the zero state when it is gone).
+func (h *harness) record(name string) workflow.State {
+	n := h.get(name)
+	if n == nil {
+		return workflow.State{}
+	}
+	return h.state(n)
+}
+
+func (h *harness) state(n *corev1.Node) workflow.State {
+	h.t.Helper()
+	st, err := workflow.Read(n)
+	if err != nil {
+		h.t.Fatalf("%s: %v", n.Name, err)
+	}
+	return st
 }
 
 func (h *harness) gone(name string) bool { return h.get(name) == nil }
@@ -277,13 +295,13 @@ func (h *harness) since(name string) string {
 	if n == nil {
 		return ""
 	}
-	return n.Annotations[workflow.UnhealthySinceAnnotation]
+	return h.state(n).Since.String()
 }
 
 // untouched: no taint, no repair phase, still there.
 func (h *harness) untouched(name string) bool {
 	n := h.get(name)
-	return n != nil && !workflow.HasTaint(n) && n.Annotations[workflow.PhaseAnnotation] == ""
+	return n != nil && !workflow.HasTaint(n) && !workflow.InRepair(n)
 }
 
 func (h *harness) waitRecorded(name string) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,50 +32,53 @@ import (
 // from the decision, so that a restarted controller or a second leader
 // neither orders twice nor runs two rungs at once.
 
-// rungsOf is the ladder of node under pol for its recorded trigger.
-func (r *Reconciler) rungsOf(node *corev1.Node, pol policy.Policy, trigger string) []policy.Rung {
+// rungsOf is the ladder of node under pol for a fault with the given
+// condition reason (the trigger's).
+func (r *Reconciler) rungsOf(node *corev1.Node, pol policy.Policy, reason string) []policy.Rung {
 	// The backend registry says whether an engine replaces the machine.
 	replace := r.opts.ReplaceUnowned || r.backends.Choose(node, r.opts.Backend).Engine()
-	return ladder.Resolve(pol, replace, workflow.ConditionReason(trigger))
+	return ladder.Resolve(pol, replace, reason)
+}
+
+// rungsOfRepair is the ladder of the repair recorded in st.
+func (r *Reconciler) rungsOfRepair(node *corev1.Node, pol policy.Policy, st workflow.State) []policy.Rung {
+	return r.rungsOf(node, pol, repairTrigger(st).Reason)
 }
 
 // attemptAt is the attempt at position p of rungs, decided now.
 func attemptAt(rungs []policy.Rung, p ladder.Position, now time.Time) ladder.Attempt {
 	rung := ladder.At(rungs, p)
-	a := ladder.Attempt{Position: p, Action: rung.Action, Of: rung.Attempts, Started: now}
-	if rung.Timeout > 0 {
-		a.Timeout = rung.Timeout.String()
-	}
-	return a
+	return ladder.Attempt{RungPosition: p, Action: rung.Action, Of: rung.Attempts, Started: metav1.NewTime(now),
+		Timeout: metav1.Duration{Duration: rung.Timeout}}
 }
 
 // drained carries out the rung of a drained node.
 func (r *Reconciler) drained(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
-	if st.Attempt == nil {
+	if st.Rung == nil {
 		// A repair started before the ladder existed: it was a Replace.
 		return r.handOver(ctx, node, st, now)
 	}
-	return r.carryOut(ctx, node, st, pol, *st.Attempt, now)
+	return r.carryOut(ctx, node, st, pol, *st.Rung, now)
 }
 
 // carryOut starts attempt a on a drained node.
 func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
 	switch a.Action {
 	case v1alpha1.LadderReplace:
-		if st.Attempt == nil || *st.Attempt != a {
-			updated := workflow.WithAttempt(node, a)
-			if err := r.patch(ctx, node, updated, true); err != nil {
+		if next := workflow.WithAttempt(st.Record, a); !equality.Semantic.DeepEqual(next, st.Record) {
+			var err error
+			if node, err = r.write(ctx, node, st.Record, next, true); err != nil {
 				return reconcile.Result{}, err
 			}
-			node = updated
+			st.Record = next
 		}
 		return r.handOver(ctx, node, st, now)
 	case v1alpha1.LadderQuarantine:
 		return r.quarantine(ctx, node, st, a, now)
 	}
-	a.Started = now
+	a.Started = metav1.NewTime(now.UTC().Truncate(time.Second)) // as the record keeps it
 	a.BootID = node.Status.NodeInfo.BootID
-	a.Order = orderName(node, st.Started, a)
+	a.Order = orderName(node, st.Started.Time, a)
 	if !r.orders {
 		return r.escalate(ctx, node, st, pol, a, "the NodeRemediation CRD is not installed (install or upgrade the chart's CRDs)", now)
 	}
@@ -82,16 +86,14 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 		// Nothing to verify a reboot by, nothing to bind an order to.
 		return r.escalate(ctx, node, st, pol, a, "the node reports no boot ID (status.nodeInfo.bootID)", now)
 	}
-	updated := workflow.Remediating(node, a)
-	if err := r.patch(ctx, node, updated, true); err != nil {
-		return reconcile.Result{}, err
-	}
-	ctrl.LoggerFrom(ctx).Info("ladder: ordering "+string(a.Action), "position", a.Position.String(), "order", a.Order, "bootID", a.BootID)
-	if err := r.after(ctx, node.Name, StepRungDecided); err != nil {
-		return reconcile.Result{}, err
-	}
-	st, err := workflow.Read(updated)
+	next := workflow.Remediate(st.Record, a)
+	updated, err := r.write(ctx, node, st.Record, next, true)
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	st.Record = next
+	ctrl.LoggerFrom(ctx).Info("ladder: ordering "+string(a.Action), "position", a.RungPosition.String(), "order", a.Order, "bootID", a.BootID)
+	if err := r.after(ctx, node.Name, StepRungDecided); err != nil {
 		return reconcile.Result{}, err
 	}
 	return r.remediate(ctx, updated, st, pol, now)
@@ -122,7 +124,7 @@ func shortAction(a v1alpha1.LadderAction) string {
 // timeout, so that an order is dead before the ladder moves on without it.
 // The shortest timeout the API admits (1m) gives 50 s.
 func orderDeadline(a ladder.Attempt) int64 {
-	timeout, _ := time.ParseDuration(a.Timeout)
+	timeout := a.Timeout.Duration
 	d := max(timeout/3, v1alpha1.DefaultMaxClockSkew+v1alpha1.OrderActWindow)
 	d = min(d, timeout-10*time.Second, time.Hour)
 	return max(int64(d/time.Second), 10)
@@ -134,7 +136,7 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
 		return reconcile.Result{}, err
 	}
-	a := *st.Attempt
+	a := *st.Rung
 	order := &v1alpha1.NodeRemediation{}
 	err := r.client.Get(ctx, client.ObjectKey{Name: a.Order}, order)
 	switch {
@@ -149,20 +151,20 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 		return reconcile.Result{}, err
 	}
 	obs := ladder.Observation{Now: now, BootID: node.Status.NodeInfo.BootID, Order: order,
-		TriggerHealthy: triggerHealthy(node, pol, st.Condition), KubeletReady: kubeletReady(node)}
+		TriggerHealthy: triggerHealthy(node, pol, repairTrigger(st).Type), KubeletReady: kubeletReady(node)}
 	out := ladder.Judge(a, obs)
 	switch out.Verdict {
 	case ladder.Wait:
 		r.wakeAt(node.Name, out.Wake)
 		return reconcile.Result{}, nil
 	case ladder.Rebooted:
-		a.Verified = now
-		if err := r.patch(ctx, node, workflow.WithAttempt(node, a), true); err != nil {
+		a.Verified = metav1.NewTime(now)
+		if _, err := r.write(ctx, node, st.Record, workflow.WithAttempt(st.Record, a), true); err != nil {
 			return reconcile.Result{}, err
 		}
 		r.metrics.Rung(string(a.Action), "Rebooted")
 		ctrl.LoggerFrom(ctx).Info("ladder: reboot verified by a new boot ID", "was", a.BootID, "now", obs.BootID)
-		r.emit(rebootVerifiedEvent(node, a, obs.BootID, rungCount(r.rungsOf(node, pol, st.Reason))))
+		r.emit(rebootVerifiedEvent(node, a, obs.BootID, rungCount(r.rungsOfRepair(node, pol, st))))
 		if err := r.after(ctx, node.Name, StepRebootVerified); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -189,7 +191,7 @@ func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st work
 		ObjectMeta: metav1.ObjectMeta{Name: a.Order, OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 		}}},
-		Spec: v1alpha1.NodeRemediationSpec{NodeName: node.Name, Action: host, BootID: a.BootID, Reason: st.Reason,
+		Spec: v1alpha1.NodeRemediationSpec{NodeName: node.Name, Action: host, BootID: a.BootID, Reason: repairTrigger(st).String(),
 			ActiveDeadlineSeconds: orderDeadline(a)},
 	}
 	err := r.client.Create(ctx, o)
@@ -217,37 +219,37 @@ func triggerHealthy(node *corev1.Node, pol policy.Policy, t corev1.NodeCondition
 // escalate moves a decision whose attempt failed to the next attempt or
 // rung, and carries that out.
 func (r *Reconciler) escalate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, failed ladder.Attempt, why string, now time.Time) (reconcile.Result, error) {
-	rungs := r.rungsOf(node, pol, st.Reason)
-	next := attemptAt(rungs, ladder.Next(rungs, failed.Position), now)
+	rungs := r.rungsOfRepair(node, pol, st)
+	next := attemptAt(rungs, ladder.Next(rungs, failed.RungPosition), now)
 	// Recorded first, in one guarded patch: the failure is reported once
 	// and the next attempt decided once.
-	updated := workflow.WithAttempt(node, next)
-	if err := r.patch(ctx, node, updated, true); err != nil {
+	rec := workflow.WithAttempt(st.Record, next)
+	updated, err := r.write(ctx, node, st.Record, rec, true)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
+	st.Record = rec
 	r.metrics.Rung(string(failed.Action), "Failed")
-	ctrl.LoggerFrom(ctx).Info("ladder: attempt failed; going on", "failed", failed.Action, "position", failed.Position.String(), "why", why, "next", next.Action)
+	ctrl.LoggerFrom(ctx).Info("ladder: attempt failed; going on", "failed", failed.Action, "position", failed.RungPosition.String(), "why", why, "next", next.Action)
 	r.emit(remediationFailedEvent(updated, failed, next, why, rungCount(rungs)))
 	if err := r.after(ctx, node.Name, StepEscalated); err != nil {
 		return reconcile.Result{}, err
 	}
-	st, err := workflow.Read(updated)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	return r.carryOut(ctx, updated, st, pol, next, now)
+	return r.carryOut(ctx, updated, st, pol, *rec.Rung, now)
 }
 
 // returnToService ends a verified attempt: taint and repair state removed,
 // the record kept for the rung's window.
 func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, msg string, now time.Time) (reconcile.Result, error) {
-	rungs := r.rungsOf(node, pol, st.Reason)
-	rec := &ladder.Record{Position: a.Position, Action: a.Action, Condition: string(st.Condition), Returned: now,
-		Until: now.Add(ladder.At(rungs, a.Position).Window)}
-	updated := workflow.Returned(node, rec)
-	if err := r.patch(ctx, node, updated, true); err != nil {
+	rungs := r.rungsOfRepair(node, pol, st)
+	rec := &ladder.Record{RungPosition: a.RungPosition, Action: a.Action, Condition: repairTrigger(st).Type, Returned: metav1.NewTime(now),
+		Until: metav1.NewTime(now.Add(ladder.At(rungs, a.RungPosition).Window))}
+	next := workflow.Return(rec)
+	updated, err := r.write(ctx, node, st.Record, next, true)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
+	rec = next.Ladder
 	r.untrack(node.Name)
 	r.metrics.Rung(string(a.Action), "Repaired")
 	ctrl.LoggerFrom(ctx).Info("ladder: node back in service", "action", a.Action, "how", msg, "window", rec.Until.Sub(now).String())
@@ -255,18 +257,19 @@ func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st 
 	if err := r.after(ctx, node.Name, StepReturned); err != nil {
 		return reconcile.Result{}, err
 	}
-	r.wakeAt(node.Name, rec.Until)
+	r.wakeAt(node.Name, rec.Until.Time)
 	return reconcile.Result{}, nil
 }
 
 // quarantine cordons and keeps the node tainted for a person.
 func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st workflow.State, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
-	updated := workflow.Quarantine(node, a, st.Condition, now)
-	if err := r.patch(ctx, node, updated, true); err != nil {
+	next := workflow.Quarantine(st.Record, a, !node.Spec.Unschedulable, now)
+	updated, err := r.write(ctx, node, st.Record, next, true)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	r.metrics.Rung(string(a.Action), "Quarantined")
-	ctrl.LoggerFrom(ctx).Info("ladder: node quarantined for a person", "trigger", st.Reason)
+	ctrl.LoggerFrom(ctx).Info("ladder: node quarantined for a person", "trigger", repairTrigger(st).String())
 	r.emit(quarantinedEvent(updated, st, a))
 	if err := r.after(ctx, node.Name, StepQuarantined); err != nil {
 		return reconcile.Result{}, err
@@ -277,20 +280,30 @@ func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st workf
 // quarantined follows a quarantined node until a person releases it or it
 // has been healthy for the policy's healthyFor.
 func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+	healthy := !unhealthy.Any(node.Status.Conditions, pol.Rules)
 	if st.Released {
 		who := st.Release
 		if who == "" {
 			who = "the " + workflow.ReleaseAnnotation + " annotation"
+		}
+		if !healthy {
+			// A return to service needs its evidence, whoever asks: the
+			// node's status (its kubelet's and agent's) showing no fault.
+			// The API server admits nodemend's uncordon on no less
+			// (docs/security.md). The request stays until then.
+			if r.emit(releaseWaitingEvent(node, who)) {
+				ctrl.LoggerFrom(ctx).Info("release requested; waiting for the node's conditions to be healthy", "by", who)
+			}
+			return reconcile.Result{}, nil // the status's change wakes the node
 		}
 		return r.release(ctx, node, st, "released by "+who)
 	}
 	if pol.QuarantineHealthyFor <= 0 {
 		return reconcile.Result{}, nil
 	}
-	healthy := !unhealthy.Any(node.Status.Conditions, pol.Rules)
 	switch {
 	case healthy && st.HealthySince.IsZero():
-		if err := r.patch(ctx, node, workflow.WithHealthySince(node, now), true); err != nil {
+		if _, err := r.write(ctx, node, st.Record, workflow.WithHealthySince(st.Record, now), true); err != nil {
 			return reconcile.Result{}, err
 		}
 		r.wakeAt(node.Name, now.Add(pol.QuarantineHealthyFor))
@@ -299,7 +312,7 @@ func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st work
 	case healthy:
 		r.wakeAt(node.Name, st.HealthySince.Add(pol.QuarantineHealthyFor))
 	case !st.HealthySince.IsZero():
-		if err := r.patch(ctx, node, workflow.WithHealthySince(node, time.Time{}), true); err != nil {
+		if _, err := r.write(ctx, node, st.Record, workflow.WithHealthySince(st.Record, time.Time{}), true); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -309,8 +322,8 @@ func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st work
 // release returns a quarantined node to service; the next fault starts a
 // new ladder.
 func (r *Reconciler) release(ctx context.Context, node *corev1.Node, st workflow.State, why string) (reconcile.Result, error) {
-	updated := workflow.Returned(node, nil)
-	if err := r.patch(ctx, node, updated, true); err != nil {
+	updated, err := r.write(ctx, node, st.Record, workflow.Return(nil), true)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	r.untrack(node.Name)
@@ -332,24 +345,27 @@ func (r *Reconciler) untrack(name string) {
 // service: it is removed when its window ends. It reports whether the
 // node's fault came back within the window (then the decision goes on
 // without a new toleration), with the finding that did.
-func (r *Reconciler) ladderWindow(ctx context.Context, node *corev1.Node, st workflow.State, asmt unhealthy.Assessment, now time.Time) (*corev1.Node, *unhealthy.Finding, error) {
+// st's record follows the write.
+func (r *Reconciler) ladderWindow(ctx context.Context, node *corev1.Node, st *workflow.State, asmt unhealthy.Assessment, now time.Time) (*corev1.Node, *unhealthy.Finding, error) {
 	rec := st.Ladder
 	if rec == nil {
 		return node, nil, nil
 	}
-	if !now.Before(rec.Until) {
-		updated := workflow.WithoutLadder(node)
-		if err := r.patch(ctx, node, updated, false); err != nil {
+	if !now.Before(rec.Until.Time) {
+		next := workflow.WithoutLadder(st.Record)
+		updated, err := r.write(ctx, node, st.Record, next, false)
+		if err != nil {
 			return node, nil, err
 		}
+		st.Record = next
 		return updated, nil, nil
 	}
 	for i := range asmt.Findings {
-		if string(asmt.Findings[i].Condition.Type) == rec.Condition {
+		if asmt.Findings[i].Condition.Type == rec.Condition {
 			return node, &asmt.Findings[i], nil
 		}
 	}
-	r.wakeAt(node.Name, rec.Until)
+	r.wakeAt(node.Name, rec.Until.Time)
 	return node, nil, nil
 }
 

@@ -27,11 +27,7 @@ func (h *harness) attempt(name string) *ladder.Attempt {
 	if n == nil {
 		return nil
 	}
-	st, err := workflow.Read(n)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return st.Attempt
+	return h.state(n).Rung
 }
 
 // waitOrder waits for the node's current attempt to have its order created,
@@ -133,8 +129,8 @@ func TestRebootVerifiedByBootIDReturnsTheNodeToService(t *testing.T) {
 	h.eventually("rb-0 back in service", func() bool { return h.untouched("rb-0") && h.since("rb-0") == "" })
 	h.waitEvent("rb-0", "NodeReturnedToService", "Reboot (rung 1 of 2, attempt 1 of 1): rebooted (boot boot-1-rb-0 → boot-2-rb-0) and healthy")
 	n := h.get("rb-0")
-	if n.Spec.Unschedulable || n.Annotations[workflow.LadderAnnotation] == "" {
-		t.Errorf("rb-0: unschedulable %v, ladder record %q", n.Spec.Unschedulable, n.Annotations[workflow.LadderAnnotation])
+	if n.Spec.Unschedulable || h.state(n).Ladder == nil {
+		t.Errorf("rb-0: unschedulable %v, ladder record %q", n.Spec.Unschedulable, n.Annotations[workflow.StateAnnotation])
 	}
 	if got := len(h.orders("rb-0")); got != 1 {
 		t.Errorf("%d orders, want 1", got)
@@ -145,7 +141,7 @@ func TestRebootVerifiedByBootIDReturnsTheNodeToService(t *testing.T) {
 	// The record's window ends an hour later and is removed then.
 	h.advance(time.Hour)
 	h.eventually("ladder record removed after its window", func() bool {
-		return h.get("rb-0").Annotations[workflow.LadderAnnotation] == ""
+		return h.record("rb-0").Ladder == nil
 	})
 }
 
@@ -168,7 +164,7 @@ func TestNoRebootWithinTheTimeoutQuarantinesUntilReleased(t *testing.T) {
 	h.waitEvent("nq-0", "NodeRemediationFailed", "no new boot ID within 15m0s")
 	h.waitEvent("nq-0", "NodeQuarantined", "kubectl mend release nq-0")
 	n := h.get("nq-0")
-	if !n.Spec.Unschedulable || !workflow.HasTaint(n) || n.Annotations[workflow.CordonedAnnotation] != "true" {
+	if !n.Spec.Unschedulable || !workflow.HasTaint(n) || !h.state(n).Cordoned {
 		t.Fatalf("quarantined node: unschedulable %v, taint %v", n.Spec.Unschedulable, workflow.HasTaint(n))
 	}
 	if v := gauge(t, h, "nodemend_quarantined_nodes", "pool", "cluster"); v != 1 {
@@ -183,7 +179,7 @@ func TestNoRebootWithinTheTimeoutQuarantinesUntilReleased(t *testing.T) {
 	h.annotate("nq-0", workflow.ReleaseAnnotation, &reason)
 	h.eventually("released", func() bool { return h.untouched("nq-0") })
 	n = h.get("nq-0")
-	if n.Spec.Unschedulable || n.Annotations[workflow.ReleaseAnnotation] != "" || n.Annotations[workflow.LadderAnnotation] != "" {
+	if n.Spec.Unschedulable || n.Annotations[workflow.ReleaseAnnotation] != "" || h.state(n).Ladder != nil {
 		t.Errorf("released node: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 	h.waitEvent("nq-0", "NodeQuarantineReleased", "released by GPU reseated")
@@ -214,7 +210,7 @@ func TestQuarantineReleasedAfterHealthyFor(t *testing.T) {
 	h.advanceTo(h.expire("qh-0"))
 	h.eventually("qh-0 quarantined", func() bool { return h.phase("qh-0") == string(workflow.PhaseQuarantined) })
 	h.heal("qh-0", "KernelReady")
-	h.eventually("healthy since recorded", func() bool { return h.get("qh-0").Annotations[workflow.HealthySinceAnnotation] != "" })
+	h.eventually("healthy since recorded", func() bool { return !h.record("qh-0").HealthySince.Time.IsZero() })
 	since := h.clock.Now()
 	h.advanceTo(since.Add(2*time.Hour - time.Second))
 	h.consistently("not yet", func() bool { return h.phase("qh-0") == string(workflow.PhaseQuarantined) })

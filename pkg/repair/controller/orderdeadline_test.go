@@ -20,7 +20,7 @@ import (
 func TestOrdersCanBeStartedByAnAgentWithTheDefaultSkew(t *testing.T) {
 	created := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	for timeout := time.Minute; timeout <= 2*time.Hour; timeout += 15 * time.Second {
-		secs := orderDeadline(ladder.Attempt{Timeout: timeout.String()})
+		secs := orderDeadline(ladder.Attempt{Timeout: metav1.Duration{Duration: timeout}})
 		o := &v1alpha1.NodeRemediation{
 			ObjectMeta: metav1.ObjectMeta{Name: "order", CreationTimestamp: metav1.NewTime(created)},
 			Spec:       v1alpha1.NodeRemediationSpec{NodeName: "n", Action: v1alpha1.HostReboot, BootID: "b", ActiveDeadlineSeconds: secs},

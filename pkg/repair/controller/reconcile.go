@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/nodepatch"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
@@ -24,6 +25,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// up, backing off while it keeps conflicting (conflicts.go).
 		delay := r.conflicts.next(req.Name)
 		ctrl.LoggerFrom(ctx).V(1).Info("conflict; retrying", "error", err.Error(), "in", delay)
+		return reconcile.Result{RequeueAfter: delay}, nil
+	}
+	if apierrors.IsForbidden(err) {
+		// Admission refused a step because the evidence it requires was
+		// not there when the request arrived — the node's status shows no
+		// fault any more (docs/security.md) — or the chart's RBAC is
+		// wrong. The node is read and decided again, backing off the same
+		// way, never in a hot loop.
+		delay := r.conflicts.next(req.Name)
+		ctrl.LoggerFrom(ctx).Info("the API server refused a repair step; deciding again", "error", err.Error(), "in", delay)
 		return reconcile.Result{RequeueAfter: delay}, nil
 	}
 	r.conflicts.forget(req.Name)
@@ -69,6 +80,16 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Someone (usually the backend) is removing the node: wait for it.
 		return reconcile.Result{}, nil
 	}
+	if st.Legacy && !r.opts.DryRun {
+		// A node as the previous release left it: the record it was read
+		// into is written, and the old annotations removed, in one
+		// guarded write before the repair goes on.
+		if node, err = r.write(ctx, node, st.Record, st.Record, true); err != nil {
+			return reconcile.Result{}, err
+		}
+		st.Legacy = false
+		log.Info("converted the previous release's repair annotations to the repair record", "phase", st.Phase)
+	}
 	switch st.Phase {
 	case workflow.PhaseNone:
 		asmt := unhealthy.Assess(node.Status.Conditions, pol.Rules, st.Since, now)
@@ -76,9 +97,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	case workflow.PhaseDraining:
 		return r.drain(ctx, node, st, pol, now)
 	case workflow.PhaseRemediating:
-		if st.Attempt.Order == "" {
+		if st.Rung.Order == "" {
 			// The next attempt was decided, not yet carried out.
-			return r.carryOut(ctx, node, st, pol, *st.Attempt, now)
+			return r.carryOut(ctx, node, st, pol, *st.Rung, now)
 		}
 		return r.remediate(ctx, node, st, pol, now)
 	case workflow.PhaseQuarantined:
@@ -93,11 +114,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 func (r *Reconciler) track(node *corev1.Node, st workflow.State) {
 	since := st.Since.Earliest()
 	if since.IsZero() {
-		since = st.Started
+		since = st.Started.Time
 	}
 	r.mu.Lock()
 	prev := r.inflight[node.Name]
-	r.inflight[node.Name] = inflight{uid: node.UID, condition: string(st.Condition), trigger: st.Reason, since: since,
+	r.inflight[node.Name] = inflight{uid: node.UID, trigger: repairTrigger(st), since: since,
 		deletedSelf: prev.deletedSelf && prev.uid == node.UID}
 	r.mu.Unlock()
 }
@@ -133,6 +154,25 @@ func (r *Reconciler) after(ctx context.Context, node string, s Step) error {
 		return nil
 	}
 	return r.opts.AfterStep(ctx, node, s)
+}
+
+// write puts next, the record that follows prev, on node (with the taint
+// and cordon that go with it: workflow.Apply) in one patch, and returns the
+// node as written.
+func (r *Reconciler) write(ctx context.Context, node *corev1.Node, prev, next workflow.Record, lock bool) (*corev1.Node, error) {
+	updated := workflow.Apply(node, prev, next)
+	if err := r.patch(ctx, node, updated, lock); err != nil {
+		return nil, err
+	}
+	return updated, nil
+}
+
+// repairTrigger is the trigger of st's repair (empty for a record without one).
+func repairTrigger(st workflow.State) v1alpha1.RepairTrigger {
+	if st.Trigger == nil {
+		return v1alpha1.RepairTrigger{}
+	}
+	return *st.Trigger
 }
 
 // patch writes the difference between old and updated (nodePatch);

@@ -34,12 +34,11 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 		// Someone removed the taint mid-repair; without it the pods
 		// drained would be scheduled right back. (To stop a repair, set
 		// the veto annotation instead.)
-		updated := node.DeepCopy()
-		workflow.EnsureTaint(updated, st.Condition)
-		if err := r.patch(ctx, node, updated, true); err != nil {
+		var err error
+		if node, err = r.write(ctx, node, st.Record, st.Record, true); err != nil {
 			return reconcile.Result{}, err
 		}
-		node = updated
+		st.Tainted = true
 	}
 	if !r.drainTurn(ctx, node.Name, pol, now) {
 		return reconcile.Result{}, nil
@@ -88,22 +87,20 @@ func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflo
 		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
-	updated := workflow.HandedOver(node, target, now)
-	if err := r.patch(ctx, node, updated, true); err != nil {
+	next := workflow.HandOver(st.Record, target, now)
+	updated, err := r.write(ctx, node, st.Record, next, true)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
+	st.Record = next
 	r.releaseDrain(node.Name, now)
-	r.metrics.Drained(now.Sub(st.Started))
+	r.metrics.Drained(now.Sub(st.Started.Time))
 	if target.Kind != "Node" {
 		log = log.WithValues(target.Kind, klog.KRef(target.Namespace, target.Name))
 	}
 	log.Info("drained; handing the node to its backend", "backend", name, "target", target.String())
-	r.emit(handedOverEvent(updated, name, target, now.Sub(st.Started)))
+	r.emit(handedOverEvent(updated, name, target, now.Sub(st.Started.Time)))
 	if err := r.after(ctx, node.Name, StepHandedOver); err != nil {
-		return reconcile.Result{}, err
-	}
-	st, err = workflow.Read(updated)
-	if err != nil {
 		return reconcile.Result{}, err
 	}
 	return r.terminate(ctx, updated, st, now, true)
@@ -139,6 +136,16 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 	default:
 		out, err = backend.DeleteOnce(ctx, r.apiReader, r.client, t)
 	}
+	if apierrors.IsForbidden(err) {
+		// Admission deletes nothing without evidence: the node's status
+		// showing the fault (docs/security.md). A node that recovered
+		// since its drain began is left, drained and tainted, for a
+		// person to release or veto; the deletion is tried again at
+		// each recheck, not in a loop.
+		r.fail(ctx, node, st, now, fmt.Sprintf("the API server refused to delete %s (%v); the node's status may no longer show its fault", t, err))
+		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		return reconcile.Result{}, nil
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -157,7 +164,7 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 		r.wakeAt(node.Name, failAt)
 		return reconcile.Result{}, nil
 	}
-	r.fail(ctx, node, st, now, fmt.Sprintf("the node still exists %s after %s was deleted; check the %s engine", now.Sub(st.Drained).Round(time.Second), t, t.Backend))
+	r.fail(ctx, node, st, now, fmt.Sprintf("the node still exists %s after %s was deleted; check the %s engine", now.Sub(st.Drained.Time).Round(time.Second), t, t.Backend))
 	return reconcile.Result{}, nil
 }
 
@@ -169,14 +176,15 @@ func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.St
 	}
 	// Optimistic lock: a reconcile that read the node before another one
 	// recorded the failure must not report it a second time.
-	if err := r.patch(ctx, node, workflow.MarkedFailed(node, now), true); err != nil {
+	if _, err := r.write(ctx, node, st.Record, workflow.Fail(st.Record, now), true); err != nil {
 		if !apierrors.IsConflict(err) {
 			log.Error(err, "recording repair failure")
 		}
 		return
 	}
 	r.releaseDrain(node.Name, now)
-	r.metrics.Failed(string(st.Condition), workflow.ConditionReason(st.Reason))
+	c := repairTrigger(st)
+	r.metrics.Failed(string(c.Type), c.Reason)
 	log.Error(errors.New(msg), "repair failed")
 	r.emit(failedEvent(node, st, msg))
 }
@@ -195,7 +203,7 @@ func (r *Reconciler) gone(ctx context.Context, name string) {
 		return
 	}
 	took := r.opts.Clock.Since(inf.since)
-	r.metrics.Succeeded(inf.condition, workflow.ConditionReason(inf.trigger), took)
+	r.metrics.Succeeded(string(inf.trigger.Type), inf.trigger.Reason, took)
 	ctrl.LoggerFrom(ctx).Info("repair succeeded: node gone", "sinceUnhealthy", took.Round(time.Second).String())
 	r.emit(succeededEvent(name, inf, took))
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // A node whose KernelReady has been False for less than 30 minutes is left
@@ -126,5 +125,3 @@ func TestPressureConditionsIgnored(t *testing.T) {
 		return h.untouched("press-1") && h.untouched("press-2") && h.since("press-1") == "" && h.since("press-2") == ""
 	})
 }
-
-var _ = workflow.PhaseAnnotation

@@ -31,7 +31,7 @@ import (
 // Unhealthy is what the gate counts as unhealthy: a node under repair, or
 // one that any rule of its own policy flags, tolerated or not.
 func Unhealthy(n *corev1.Node, set *policy.Set) bool {
-	if n.Annotations[workflow.PhaseAnnotation] != "" {
+	if workflow.InRepair(n) {
 		return true
 	}
 	return unhealthy.Any(n.Status.Conditions, set.For(n.Labels).Rules)

@@ -95,7 +95,7 @@ func randomNode(rng *rand.Rand, name string) *corev1.Node {
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: t, Status: status()})
 	}
 	if rng.IntN(10) == 0 {
-		n.Annotations[workflow.PhaseAnnotation] = "Draining"
+		n.Annotations[workflow.StateAnnotation] = `{"version":1,"phase":"Draining","trigger":{"type":"KernelReady","status":"False"},"started":"2026-03-01T12:00:00Z"}`
 	}
 	return n
 }

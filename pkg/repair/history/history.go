@@ -9,10 +9,11 @@ package history
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
 )
 
 // Event reasons of the controller. Like the Node annotations, these strings
@@ -38,6 +39,14 @@ const (
 	ReturnedToService  = "NodeReturnedToService"
 	Quarantined        = "NodeQuarantined"
 	QuarantineReleased = "NodeQuarantineReleased"
+	// ReleaseWaiting: a person released a quarantined node whose fault is
+	// still reported; it stays quarantined until its status is healthy.
+	ReleaseWaiting = "NodeQuarantineReleaseWaiting"
+
+	// RepairNowRefused: a person's repair-now request was not carried out
+	// (the node is healthy under its policy, or its policy only counts it)
+	// and was removed.
+	RepairNowRefused = "NodeRepairNowRefused"
 )
 
 // Annotation is the Event annotation that holds the Record as JSON.
@@ -75,6 +84,9 @@ type Record struct {
 	Took metav1.Duration `json:"took,omitzero"`
 	// Rung is the ladder rung attempt the event is about.
 	Rung *Rung `json:"rung,omitempty"`
+	// RepairNow is the person's repair-now request that started the
+	// repair (Started), or that was refused (RepairNowRefused).
+	RepairNow *v1alpha1.RepairNowRequest `json:"repairNow,omitempty"`
 }
 
 // Rung is one attempt of a ladder rung.
@@ -93,29 +105,9 @@ type Rung struct {
 	NewBootID string `json:"newBootID,omitempty"`
 }
 
-// Condition is a node condition, as it triggered a repair.
-type Condition struct {
-	Type   string `json:"type"`
-	Status string `json:"status"`
-	Reason string `json:"reason,omitempty"`
-}
-
-// String is "Type=Status/Reason", the form of the Node's
-// nodemend.dev/repair-reason annotation.
-func (c Condition) String() string {
-	s := c.Type + "=" + c.Status
-	if c.Reason != "" {
-		s += "/" + c.Reason
-	}
-	return s
-}
-
-// ParseCondition reads the "Type=Status/Reason" form.
-func ParseCondition(s string) Condition {
-	typ, rest, _ := strings.Cut(s, "=")
-	status, reason, _ := strings.Cut(rest, "/")
-	return Condition{Type: typ, Status: status, Reason: reason}
-}
+// Condition is a node condition, as it triggered a repair: the type the
+// Node's repair record keeps it in (Type, Status, Reason).
+type Condition = v1alpha1.RepairTrigger
 
 // Pool is a group of nodes of the safety gate: an engine's object (NodePool,
 // MachineDeployment, MachineSet), a label value, or the cluster.

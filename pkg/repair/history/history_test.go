@@ -54,13 +54,14 @@ func TestReadRefuses(t *testing.T) {
 	}
 }
 
-func TestCondition(t *testing.T) {
-	for _, s := range []string{"KernelReady=False/KernelBug", "Ready=Unknown"} {
-		if got := ParseCondition(s).String(); got != s {
-			t.Errorf("%q → %q", s, got)
-		}
+// The trigger is the Node record's type: an Event's record says it in the
+// same JSON.
+func TestConditionIsTheRecordsTrigger(t *testing.T) {
+	r := Record{Trigger: &Condition{Type: "Ready", Status: "Unknown"}}
+	if got := r.Annotations()[Annotation]; got != `{"v":1,"trigger":{"type":"Ready","status":"Unknown"}}` {
+		t.Errorf("record = %s", got)
 	}
-	if c := ParseCondition("Ready=Unknown"); c.Type != "Ready" || c.Status != "Unknown" || c.Reason != "" {
-		t.Errorf("%+v", c)
+	if s := (Condition{Type: "KernelReady", Status: "False", Reason: "KernelBug"}).String(); s != "KernelReady=False/KernelBug" {
+		t.Errorf("String = %q", s)
 	}
 }

@@ -74,7 +74,7 @@ func Judge(a Attempt, o Observation) Outcome {
 		case order == v1alpha1.RemediationRefused || order == v1alpha1.RemediationFailed:
 			return Outcome{Verdict: Failed, Message: fmt.Sprintf("the agent reports the reboot %s: %s", order, msg)}
 		case late:
-			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no new boot ID within %s (still %s; order %s)", a.Timeout, a.BootID, orderState(order))}
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no new boot ID within %s (still %s; order %s)", a.Timeout.Duration, a.BootID, orderState(order))}
 		}
 		return Outcome{Verdict: Wait, Wake: deadline}
 	case v1alpha1.LadderResetAccelerator:
@@ -86,7 +86,7 @@ func Judge(a Attempt, o Observation) Outcome {
 		case late && order == v1alpha1.RemediationSucceeded:
 			return Outcome{Verdict: Failed, Message: "reset, but " + unhealthyAfter(o, a)}
 		case late:
-			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no reset reported within %s (order %s)", a.Timeout, orderState(order))}
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no reset reported within %s (order %s)", a.Timeout.Duration, orderState(order))}
 		}
 		return Outcome{Verdict: Wait, Wake: deadline}
 	}
@@ -95,9 +95,9 @@ func Judge(a Attempt, o Observation) Outcome {
 
 func unhealthyAfter(o Observation, a Attempt) string {
 	if !o.KubeletReady {
-		return "the kubelet is not Ready " + a.Timeout + " after the order"
+		return "the kubelet is not Ready " + a.Timeout.Duration.String() + " after the order"
 	}
-	return "the triggering condition is still unhealthy " + a.Timeout + " after the order"
+	return "the triggering condition is still unhealthy " + a.Timeout.Duration.String() + " after the order"
 }
 
 func orderState(p v1alpha1.RemediationPhase) string {

@@ -14,9 +14,9 @@
 package ladder
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/health"
@@ -56,16 +56,10 @@ func Resolve(pol policy.Policy, engineOwned bool, reason string) []policy.Rung {
 
 // Position is where a decision stands: the rung (from 0) and the attempt
 // of that rung (from 1).
-type Position struct {
-	Rung    int `json:"rung"`
-	Attempt int `json:"attempt"`
-}
+type Position = v1alpha1.RungPosition
 
 // First is where every decision starts.
 var First = Position{Rung: 0, Attempt: 1}
-
-// String is "rung 1 (Reboot), attempt 2 of 3" for notes.
-func (p Position) String() string { return fmt.Sprintf("rung %d, attempt %d", p.Rung+1, p.Attempt) }
 
 // Next is the position after the attempt at p failed: the rung's next
 // attempt, or the next rung's first. A Resolve'd ladder ends in a terminal
@@ -96,78 +90,17 @@ func At(l []policy.Rung, p Position) policy.Rung {
 // service, until its window ends: the same condition unhealthy again
 // before Until continues the ladder after Position instead of starting
 // over.
-type Record struct {
-	Position
-	Action    v1alpha1.LadderAction `json:"action"`
-	Condition string                `json:"condition"`
-	Returned  time.Time             `json:"returned"`
-	Until     time.Time             `json:"until"`
-}
+type Record = v1alpha1.LadderRecord
 
 // StartAt is where a new decision about condition starts: after rec's
 // position when rec's window is still open for the same condition,
 // otherwise at the first rung. continued reports the former.
-func StartAt(l []policy.Rung, rec *Record, condition string, now time.Time) (p Position, continued bool) {
-	if rec == nil || rec.Condition != condition || !now.Before(rec.Until) {
+func StartAt(l []policy.Rung, rec *Record, condition corev1.NodeConditionType, now time.Time) (p Position, continued bool) {
+	if rec == nil || rec.Condition != condition || !now.Before(rec.Until.Time) {
 		return First, false
 	}
-	return Next(l, rec.Position), true
+	return Next(l, rec.RungPosition), true
 }
 
 // Attempt is the rung attempt in progress on a Node.
-type Attempt struct {
-	Position
-	Action v1alpha1.LadderAction `json:"action"`
-	// Of is how many attempts the rung has.
-	Of int `json:"of"`
-	// Order is the NodeRemediation of this attempt (ResetAccelerator,
-	// Reboot); its name is derived from the decision, so that it is created
-	// once however often the controller restarts.
-	Order string `json:"order,omitempty"`
-	// BootID is the Node's boot when the attempt was decided.
-	BootID string `json:"bootID,omitempty"`
-	// Started is when the attempt was decided; it fails at Started+Timeout.
-	Started time.Time `json:"started"`
-	Timeout string    `json:"timeout,omitempty"`
-	// Verified is when the controller first saw the new boot ID (Reboot).
-	Verified time.Time `json:"verified,omitzero"`
-}
-
-// Deadline is when the attempt has failed if it has not succeeded.
-func (a Attempt) Deadline() time.Time {
-	d, _ := time.ParseDuration(a.Timeout)
-	return a.Started.Add(d)
-}
-
-// Encode is the annotation form of v (an Attempt or a Record).
-func Encode(v any) string {
-	b, _ := json.Marshal(v) // plain fields: cannot fail
-	return string(b)
-}
-
-// DecodeAttempt reads an Attempt annotation.
-func DecodeAttempt(s string) (*Attempt, error) {
-	a := &Attempt{}
-	if err := json.Unmarshal([]byte(s), a); err != nil {
-		return nil, fmt.Errorf("parsing ladder attempt %q: %w", s, err)
-	}
-	if a.Action == "" || a.Attempt < 1 || a.Rung < 0 || a.Started.IsZero() {
-		return nil, fmt.Errorf("ladder attempt %q lacks its action, position or start", s)
-	}
-	if _, err := time.ParseDuration(a.Timeout); a.Timeout != "" && err != nil {
-		return nil, fmt.Errorf("ladder attempt %q: timeout: %w", s, err)
-	}
-	return a, nil
-}
-
-// DecodeRecord reads a Record annotation.
-func DecodeRecord(s string) (*Record, error) {
-	r := &Record{}
-	if err := json.Unmarshal([]byte(s), r); err != nil {
-		return nil, fmt.Errorf("parsing ladder record %q: %w", s, err)
-	}
-	if r.Condition == "" || r.Attempt < 1 || r.Until.IsZero() {
-		return nil, fmt.Errorf("ladder record %q lacks its condition, position or window", s)
-	}
-	return r, nil
-}
+type Attempt = v1alpha1.RungAttempt

@@ -52,41 +52,44 @@ func node() *corev1.Node {
 	}
 }
 
-// steps are the repair's writes, each from the state the previous one
-// left, as the controller makes them.
+// steps are the repair's writes, each from the record the previous one
+// left, as the controller makes them (workflow.Apply puts each on the
+// node).
 func steps() []struct {
 	name string
-	to   func(*corev1.Node) *corev1.Node
+	to   func(workflow.Record, *corev1.Node) workflow.Record
 } {
-	attempt := ladder.Attempt{Position: ladder.First, Action: v1alpha1.LadderReboot, Started: now}
+	attempt := ladder.Attempt{RungPosition: ladder.First, Action: v1alpha1.LadderReboot, Started: metav1.NewTime(now)}
 	trigger := node().Status.Conditions[1]
 	since := unhealthy.Since{trigger.Type: now.Add(-time.Minute)}
+	type step = func(workflow.Record, *corev1.Node) workflow.Record
 	return []struct {
 		name string
-		to   func(*corev1.Node) *corev1.Node
+		to   step
 	}{
-		{"unhealthy recorded", func(n *corev1.Node) *corev1.Node { return workflow.WithSince(n, since) }},
-		{"started (tainted)", func(n *corev1.Node) *corev1.Node {
-			return workflow.Started(n, since, trigger, "gpu", attempt, now)
+		{"unhealthy recorded", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithSince(r, since) }},
+		{"started (tainted)", func(r workflow.Record, _ *corev1.Node) workflow.Record {
+			return workflow.Start(r, since, trigger, "gpu", attempt, now, nil)
 		}},
-		{"remediating", func(n *corev1.Node) *corev1.Node { return workflow.Remediating(n, attempt) }},
-		{"attempt recorded", func(n *corev1.Node) *corev1.Node { return workflow.WithAttempt(n, attempt) }},
-		{"quarantined (cordoned)", func(n *corev1.Node) *corev1.Node {
-			return workflow.Quarantine(n, attempt, trigger.Type, now)
+		{"remediating", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.Remediate(r, attempt) }},
+		{"attempt recorded", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithAttempt(r, attempt) }},
+		{"quarantined (cordoned)", func(r workflow.Record, n *corev1.Node) workflow.Record {
+			return workflow.Quarantine(r, attempt, !n.Spec.Unschedulable, now)
 		}},
-		{"healthy since", func(n *corev1.Node) *corev1.Node { return workflow.WithHealthySince(n, now) }},
-		{"returned (uncordoned, untainted)", func(n *corev1.Node) *corev1.Node {
-			return workflow.Returned(n, &ladder.Record{Condition: string(trigger.Type), Position: ladder.Position{Rung: 1, Attempt: 1}, Action: v1alpha1.LadderReboot, Returned: now, Until: now.Add(time.Hour)})
+		{"healthy since", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithHealthySince(r, now) }},
+		{"returned (uncordoned, untainted)", func(workflow.Record, *corev1.Node) workflow.Record {
+			return workflow.Return(&ladder.Record{Condition: trigger.Type, RungPosition: ladder.Position{Rung: 1, Attempt: 1}, Action: v1alpha1.LadderReboot,
+				Returned: metav1.NewTime(now), Until: metav1.NewTime(now.Add(time.Hour))})
 		}},
-		{"ladder gone", func(n *corev1.Node) *corev1.Node { return workflow.WithoutLadder(n) }},
-		{"started again", func(n *corev1.Node) *corev1.Node {
-			return workflow.Started(n, since, trigger, "gpu", attempt, now)
+		{"ladder gone", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithoutLadder(r) }},
+		{"started again (asked for now)", func(r workflow.Record, _ *corev1.Node) workflow.Record {
+			return workflow.Start(r, since, trigger, "gpu", attempt, now, workflow.RepairNowAt("INC-1", now))
 		}},
-		{"handed over", func(n *corev1.Node) *corev1.Node {
-			return workflow.HandedOver(n, backend.Target{Kind: "Node", Name: n.Name}, now)
+		{"handed over", func(r workflow.Record, n *corev1.Node) workflow.Record {
+			return workflow.HandOver(r, backend.Target{Kind: "Node", Name: n.Name}, now)
 		}},
-		{"failed", func(n *corev1.Node) *corev1.Node { return workflow.MarkedFailed(n, now) }},
-		{"recovered (since cleared)", func(n *corev1.Node) *corev1.Node { return workflow.WithSince(n, nil) }},
+		{"failed", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.Fail(r, now) }},
+		{"recovered (since cleared)", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithSince(r, nil) }},
 	}
 }
 
@@ -97,8 +100,11 @@ func steps() []struct {
 func TestMergeMeansWhatTheWholeNodeDiffMeans(t *testing.T) {
 	for _, lock := range []bool{false, true} {
 		old := node()
+		var rec workflow.Record
 		for _, s := range steps() {
-			updated := s.to(old)
+			next := s.to(rec, old)
+			updated := workflow.Apply(old, rec, next)
+			rec = next
 			got, ok, err := nodepatch.Merge(old, updated, lock)
 			if err != nil || !ok {
 				t.Fatalf("%s: Merge = ok %v, %v; want a patch", s.name, ok, err)
@@ -243,8 +249,8 @@ func withoutRV(n *corev1.Node) *corev1.Node {
 func BenchmarkMerge(b *testing.B) {
 	old := node()
 	trigger := old.Status.Conditions[1]
-	attempt := ladder.Attempt{Action: v1alpha1.LadderReboot, Started: now}
-	updated := workflow.Started(old, unhealthy.Since{trigger.Type: now}, trigger, "gpu", attempt, now)
+	attempt := ladder.Attempt{Action: v1alpha1.LadderReboot, Started: metav1.NewTime(now)}
+	updated := workflow.Apply(old, workflow.Record{}, workflow.Start(workflow.Record{}, unhealthy.Since{trigger.Type: now}, trigger, "gpu", attempt, now, nil))
 	b.Run("nodepatch", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
