@@ -29,7 +29,7 @@ const (
 	// operatorRole grants every act (the chart's aggregated ClusterRole).
 	operatorRole = "nodemend-repair-operator"
 	// repairNowAnnotation asks for a repair now (docs/repair.md).
-	repairNowAnnotation = "nodemend.dev/repair-now"
+	repairNowAnnotation = workflow.RepairNowAnnotation
 )
 
 // act is one person's act: the verb that licenses it and the annotation

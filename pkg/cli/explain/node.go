@@ -102,8 +102,8 @@ func repairFindings(in NodeInput) []Finding {
 	case fleet.NotRepaired:
 		return []Finding{{Cause: "the node is unhealthy but never repaired: " + row.Detail, Fix: "repair it by hand, or set the policy's action to Replace", Source: src, Blocking: true}}
 	case fleet.Invalid:
-		return []Finding{{Cause: "nodemend's repair annotations on the node are invalid: " + row.Detail,
-			Fix: "fix or remove the nodemend.dev/ annotations (and the " + workflow.TaintKey + " taint if no repair is wanted)", Source: src, Blocking: true}}
+		return []Finding{{Cause: "nodemend's repair record on the node is invalid: " + row.Detail,
+			Fix: "fix or remove the " + workflow.StateAnnotation + " annotation (and the " + workflow.TaintKey + " taint if no repair is wanted)", Source: src, Blocking: true}}
 	case fleet.Failed:
 		return []Finding{{Cause: "the repair failed: " + row.Detail, Fix: "the engine did not remove the node: check its " + row.Target + " and the engine's logs", Source: src, Blocking: true}}
 	case fleet.Draining:

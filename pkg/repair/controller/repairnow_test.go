@@ -79,7 +79,9 @@ func TestReleaseWaitsForAHealthyStatus(t *testing.T) {
 	h.annotate("rw-0", workflow.ReleaseAnnotation, &who)
 	h.waitEvent("rw-0", history.ReleaseWaiting, "INC-9")
 	h.advance(time.Hour)
-	h.consistently("still quarantined", func() bool { return h.phase("rw-0") == string(workflow.PhaseQuarantined) && h.get("rw-0").Spec.Unschedulable })
+	h.consistently("still quarantined", func() bool {
+		return h.phase("rw-0") == string(workflow.PhaseQuarantined) && h.get("rw-0").Spec.Unschedulable
+	})
 	h.heal("rw-0", "KernelReady")
 	h.eventually("released once healthy", func() bool { return h.untouched("rw-0") && !h.get("rw-0").Spec.Unschedulable })
 	h.waitEvent("rw-0", history.QuarantineReleased, "released by INC-9")

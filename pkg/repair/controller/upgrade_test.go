@@ -161,7 +161,9 @@ func TestUpgradeResumesEveryPhase(t *testing.T) {
 		h.eventually("migrated", func() bool { return h.migrated("draining-vetoed") })
 		h.waitEvent("draining-vetoed", "NodeRepairBlocked", "INC-42 investigating")
 		h.advance(time.Hour)
-		h.consistently("halted", func() bool { return h.phase("draining-vetoed") == string(workflow.PhaseDraining) && h.tainted("draining-vetoed") })
+		h.consistently("halted", func() bool {
+			return h.phase("draining-vetoed") == string(workflow.PhaseDraining) && h.tainted("draining-vetoed")
+		})
 	})
 
 	for _, f := range []string{"terminating", "terminating-failed"} {
