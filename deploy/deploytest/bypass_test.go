@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
 )
 
 // The two-step bypass, as a class: a guard is no guard if the identity it
@@ -612,4 +614,42 @@ func TestLanesHoldWhereRBACIsWider(t *testing.T) {
 	k := kubeletOf(t, f.node)
 	refused("the kubelet deletes its Node under repair", k.core.CoreV1().Nodes().Delete(ctx, f.node, metav1.DeleteOptions{}),
 		"may not delete its Node while it is under repair")
+}
+
+// The policies find the record's target, order and cordon claim as
+// substrings of its JSON (CEL cannot parse an annotation): they are what the
+// record's own encoder writes.
+func TestPoliciesReadTheRecordAsEncoded(t *testing.T) {
+	rec := v1alpha1.RepairRecord{Version: 1, Phase: v1alpha1.RepairPhaseQuarantined, Cordoned: true,
+		Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: corev1.ConditionFalse, Reason: `"cordoned":true`},
+		Rung:    &v1alpha1.RungAttempt{Action: v1alpha1.LadderReboot, Of: 1, Order: "n1-reboot-0a1b2c3d4e"},
+		Target:  &v1alpha1.RepairTarget{Backend: "karpenter", APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "nc", UID: "0f4c-uid"}}
+	enc := rec.Encode()
+	for _, want := range []string{`"uid":"0f4c-uid"`, `"order":"n1-reboot-0a1b2c3d4e"`, `"cordoned":true`} {
+		if !strings.Contains(enc, want) {
+			t.Errorf("the record %s does not hold %s", enc, want)
+		}
+	}
+	// A value a node or a person controls cannot forge the claim: it is
+	// escaped inside its string.
+	if strings.Count(enc, `"cordoned":true`) != 1 {
+		t.Errorf("the trigger's reason forged a cordon claim: %s", enc)
+	}
+	rec.Cordoned = false
+	if enc := rec.Encode(); strings.Contains(enc, `"cordoned":true`) {
+		t.Errorf("a record without the claim: %s", enc)
+	}
+	var text strings.Builder
+	for _, name := range []string{"nodemend-controller-nodes", "nodemend-controller-targets"} {
+		p := Find(installed, "ValidatingAdmissionPolicy", name)
+		if p == nil {
+			t.Fatalf("no policy %s rendered", name)
+		}
+		text.WriteString(string(mustJSON(p.Object)))
+	}
+	for _, want := range []string{`\"uid\":\"`, `\"order\":\"`, `\"cordoned\":true`} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the policies no longer look for %s", want)
+		}
+	}
 }
