@@ -96,6 +96,12 @@ type NodeRemediationSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 
+	// Trigger is the same condition, typed: the repair record's trigger.
+	// The agent and admission read it; Reason says it for people.
+	//
+	// +optional
+	Trigger *RepairTrigger `json:"trigger,omitempty"`
+
 	// ActiveDeadlineSeconds is how long after its creation the order may
 	// be started. An order found later is refused, never carried out.
 	//

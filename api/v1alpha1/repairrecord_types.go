@@ -120,10 +120,17 @@ type RepairRecord struct {
 }
 
 // RepairTrigger is a node condition as it triggered a repair.
+//
+// +kubebuilder:validation:XValidation:rule="size(self.type) > 0 && size(self.type) <= 316",message="type must be a condition type of 1 to 316 characters"
 type RepairTrigger struct {
-	Type   corev1.NodeConditionType `json:"type"`
-	Status corev1.ConditionStatus   `json:"status"`
-	Reason string                   `json:"reason,omitempty"`
+	// +required
+	Type corev1.NodeConditionType `json:"type"`
+	// +required
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status corev1.ConditionStatus `json:"status"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
 }
 
 // TriggerOf is the trigger form of a node condition.

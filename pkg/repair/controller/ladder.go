@@ -183,6 +183,7 @@ func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st work
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	trigger := repairTrigger(st)
 	host := v1alpha1.HostReboot
 	if a.Action == v1alpha1.LadderResetAccelerator {
 		host = v1alpha1.HostResetAccelerator
@@ -191,7 +192,7 @@ func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st work
 		ObjectMeta: metav1.ObjectMeta{Name: a.Order, OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 		}}},
-		Spec: v1alpha1.NodeRemediationSpec{NodeName: node.Name, Action: host, BootID: a.BootID, Reason: repairTrigger(st).String(),
+		Spec: v1alpha1.NodeRemediationSpec{NodeName: node.Name, Action: host, BootID: a.BootID, Reason: trigger.String(), Trigger: &trigger,
 			ActiveDeadlineSeconds: orderDeadline(a)},
 	}
 	err := r.client.Create(ctx, o)

@@ -109,6 +109,10 @@ func TestRebootVerifiedByBootIDReturnsTheNodeToService(t *testing.T) {
 		o.Spec.ActiveDeadlineSeconds != 300 || len(o.OwnerReferences) != 1 || o.OwnerReferences[0].Kind != "Node" {
 		t.Errorf("order %+v", o)
 	}
+	// The trigger, typed, as the repair record keeps it.
+	if tr := o.Spec.Trigger; tr == nil || *tr != (v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelDeadlock"}) {
+		t.Errorf("order's trigger %+v", tr)
+	}
 	if !h.tainted("rb-0") || h.phase("rb-0") != string(workflow.PhaseRemediating) {
 		t.Fatalf("rb-0: tainted %v, phase %q", h.tainted("rb-0"), h.phase("rb-0"))
 	}
