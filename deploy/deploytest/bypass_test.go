@@ -212,7 +212,8 @@ func settle(t *testing.T, f *fixture, want string) {
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
 		"metadata": map[string]any{"name": f.order},
 		"spec": map[string]any{"nodeName": f.node, "action": "Reboot", "bootID": f.boot,
-			"reason": "KernelReady=False/KernelDeadlock", "activeDeadlineSeconds": int64(300)}}}
+			"reason": "KernelReady=False/KernelDeadlock", "trigger": map[string]any{"type": "KernelReady", "status": "False"},
+			"activeDeadlineSeconds": int64(300)}}}
 	var last error
 	waitFor(t, "the params to show "+f.node+" ("+want+")", func(ctx context.Context) bool {
 		_, last = c.dyn.Resource(remediationGVR).Create(ctx, o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -296,7 +297,8 @@ var guarded = []struct {
 		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
 			"metadata": map[string]any{"name": f.order},
 			"spec": map[string]any{"nodeName": f.node, "action": "Reboot", "bootID": f.boot,
-				"reason": "KernelReady=False/KernelDeadlock", "activeDeadlineSeconds": int64(300)}}}
+				"reason": "KernelReady=False/KernelDeadlock", "trigger": map[string]any{"type": "KernelReady", "status": "False", "reason": "KernelDeadlock"},
+				"activeDeadlineSeconds": int64(300)}}}
 		_, err := a.dyn.Resource(remediationGVR).Create(t.Context(), o, metav1.CreateOptions{})
 		return err
 	}},
@@ -565,9 +567,16 @@ func TestControllerTargetsAreTheRecordsAndTheEvidences(t *testing.T) {
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRemediation",
 		"metadata": map[string]any{"name": f.order},
 		"spec": map[string]any{"nodeName": f.node, "action": "Reboot", "bootID": f.boot,
-			"reason": "AcceleratedHardwareReady=False/NvidiaXIDError", "activeDeadlineSeconds": int64(300)}}}
+			"reason": "KernelReady=False/KernelDeadlock", "trigger": map[string]any{"type": "AcceleratedHardwareReady", "status": "False"},
+			"activeDeadlineSeconds": int64(300)}}}
 	_, err := c.dyn.Resource(remediationGVR).Create(ctx, o, metav1.CreateOptions{})
-	refused("an order for a trigger the Node does not show", err, "orders only for a trigger that the status of Node "+f.node+" shows")
+	refused("an order for a trigger the Node does not show", err, "orders only for a trigger that the status of Node "+f.node+" shows (spec.trigger); "+
+		f.order+" names AcceleratedHardwareReady=False")
+	// An order made before the trigger was typed: its reason is read.
+	unstructured.RemoveNestedField(o.Object, "spec", "trigger")
+	_ = unstructured.SetNestedField(o.Object, "Ready=False/KubeletNotReady", "spec", "reason")
+	_, err = c.dyn.Resource(remediationGVR).Create(ctx, o, metav1.CreateOptions{})
+	refused("an untyped order for a trigger the Node does not show", err, f.order+" names Ready=False")
 }
 
 // Where RBAC is wider than the chart's (a site's extra binding, an older

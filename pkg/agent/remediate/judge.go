@@ -19,7 +19,7 @@
 //   - never on the controller's word alone: the agent's own Node, read fresh,
 //     must carry the repair taint, report the order's boot
 //     (status.nodeInfo.bootID, the kubelet's) and show the order's trigger
-//     condition unhealthy (the kubelet's or this agent's own report): an
+//     (spec.trigger) unhealthy (the kubelet's or this agent's own report): an
 //     order for a node that is not under repair, or is healthy, is refused
 //     whoever could create it;
 //   - at most one reboot per boot, however many orders arrive: the boots in
@@ -177,9 +177,9 @@ func judgeNode(o *v1alpha1.NodeRemediation, n *corev1.Node) (Judgement, bool) {
 	if b := n.Status.NodeInfo.BootID; b != o.Spec.BootID {
 		return finish(v1alpha1.RemediationRefused, "ordered for boot %s, but the Node's status reports boot %q", o.Spec.BootID, b), false
 	}
-	typ, status, ok := Trigger(o.Spec.Reason)
+	typ, status, ok := orderTrigger(o)
 	if !ok {
-		return finish(v1alpha1.RemediationRefused, "the order names no trigger condition (spec.reason %q, want Type=Status/Reason)", o.Spec.Reason), false
+		return finish(v1alpha1.RemediationRefused, "the order names no trigger condition (no spec.trigger; spec.reason %q, want Type=Status/Reason)", o.Spec.Reason), false
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == typ {
@@ -192,8 +192,22 @@ func judgeNode(o *v1alpha1.NodeRemediation, n *corev1.Node) (Judgement, bool) {
 	return finish(v1alpha1.RemediationRefused, "the order's trigger %s=%s is not on the Node: nothing to repair", typ, status), false
 }
 
+// orderTrigger is the condition an order was made for: spec.trigger, or,
+// for an order of a controller that did not type it yet, spec.reason.
+func orderTrigger(o *v1alpha1.NodeRemediation) (corev1.NodeConditionType, corev1.ConditionStatus, bool) {
+	if t := o.Spec.Trigger; t != nil {
+		switch t.Status {
+		case corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown:
+			return t.Type, t.Status, t.Type != ""
+		}
+		return t.Type, t.Status, false
+	}
+	return Trigger(o.Spec.Reason)
+}
+
 // Trigger reads the condition type and status from an order's reason
-// ("Type=Status/Reason", the controller's format).
+// ("Type=Status/Reason", the format the controller wrote before
+// spec.trigger).
 func Trigger(reason string) (corev1.NodeConditionType, corev1.ConditionStatus, bool) {
 	typ, rest, ok := strings.Cut(reason, "=")
 	status, _, _ := strings.Cut(rest, "/")

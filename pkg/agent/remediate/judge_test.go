@@ -92,6 +92,17 @@ func TestJudge(t *testing.T) {
 			f.Node.Status.NodeInfo.BootID = "boot-b"
 			return f
 		}(), Finish, v1alpha1.RemediationRefused, `status reports boot "boot-b"`},
+		{"typed trigger shown", func() *v1alpha1.NodeRemediation {
+			o := order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute)
+			o.Spec.Reason = "for people only"
+			o.Spec.Trigger = &v1alpha1.RepairTrigger{Type: "KernelReady", Status: corev1.ConditionFalse}
+			return o
+		}(), facts(t0), Act, "", ""},
+		{"typed trigger not shown", func() *v1alpha1.NodeRemediation {
+			o := order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute)
+			o.Spec.Trigger = &v1alpha1.RepairTrigger{Type: "Ready", Status: corev1.ConditionFalse}
+			return o
+		}(), facts(t0), Finish, v1alpha1.RemediationRefused, "trigger Ready=False is not what the Node reports (Ready=True)"},
 		{"trigger healthy", order(v1alpha1.HostReboot, "boot-a", t0, 5*time.Minute), func() Facts {
 			f := facts(t0)
 			f.Node.Status.Conditions[1].Status = corev1.ConditionTrue
