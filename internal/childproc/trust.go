@@ -65,6 +65,32 @@ func CheckTrust(root, prog string) error {
 	return w.program(prog, 0)
 }
 
+// CheckFileTrust checks that only root could have written the file at p
+// (absolute, on the host whose filesystem is at root) and every directory
+// on the way to it, symbolic links resolved inside root as for CheckTrust:
+// lines an operator's rule believes from a file are as trustworthy as
+// that. It returns the file's resolved path inside root. The error wraps
+// ErrUntrusted (or fs.ErrNotExist: a file not there yet, in a directory
+// only root can write).
+func CheckFileTrust(root, p string) (string, error) {
+	w := &trustWalk{root: filepath.Clean(root), seen: map[string]bool{}}
+	if err := w.dirTrusted("/"); err != nil {
+		return "", err
+	}
+	real, err := w.resolve(p)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(filepath.Join(w.root, real))
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", w.refuse(p, "is not a regular file")
+	}
+	return real, nil
+}
+
 // trustWalk is one CheckTrust.
 type trustWalk struct {
 	root string

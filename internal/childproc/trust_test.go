@@ -404,3 +404,55 @@ func FuzzParseLDCache(f *testing.F) {
 		}
 	})
 }
+
+// A log file a rule believes is trusted as a tool is: root's alone, and so
+// is every directory on the way; a link is followed inside the root.
+func TestCheckFileTrust(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rel string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("var/log/site/check.log", 0o644)
+	mk("var/log/site/open.log", 0o666)
+	mk("var/tmp/x/site.log", 0o644)
+	if err := os.Chmod(filepath.Join(root, "var/tmp"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/var/log/site/check.log", filepath.Join(root, "var/log/site/link.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/var/tmp/x/site.log", filepath.Join(root, "var/log/site/bad-link.log")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want string // "" trusted; else a substring of the error
+	}{
+		{"/var/log/site/check.log", ""},
+		{"/var/log/site/link.log", ""},
+		{"/var/log/site/open.log", "writable by group or others"},
+		{"/var/tmp/x/site.log", "/var/tmp (on the way to /var/tmp/x/site.log)"},
+		{"/var/log/site/bad-link.log", "/var/tmp"},
+		{"/var/log/site", "not a regular file"},
+	} {
+		real, err := CheckFileTrust(root, tc.path)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.path, err)
+		case tc.want == "" && real != "/var/log/site/check.log":
+			t.Errorf("%s resolved to %s", tc.path, real)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error with %q", tc.path, err, tc.want)
+		}
+	}
+}

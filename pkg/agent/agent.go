@@ -120,6 +120,11 @@ type Agent struct {
 	// settings stay: it remembers whether a host engine has answered.
 	dcgmMu sync.Mutex
 	dcgm   *dcgmSource
+
+	// promos count the repetitions of promoted reasons (custom.go).
+	promos promotions
+	// fileRefusals are the custom rules' files reported untrusted.
+	fileRefusals sync.Map
 }
 
 // New validates opts and builds an agent.

@@ -32,15 +32,22 @@ func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
 		}
 		a.errOnce.clear(key)
 		a.mu.Lock()
-		cfg := a.pipeline.cfg
+		p := a.pipeline
 		a.mu.Unlock()
 		var ds []exporter.Detection
 		for _, f := range findings {
-			if r, on := cfg.Effective(f.Reason); on {
+			if r, on := p.cfg.Effective(f.Reason); on {
 				ds = append(ds, exporter.Detection{Reason: f.Effective(r), Finding: f})
 			}
 		}
 		a.exporter.ReportCheck(chk.Reasons, ds)
+		// Each run that sees a Warning is one occurrence for its promotion.
+		for _, d := range ds {
+			if d.Finding.Observed.IsZero() {
+				d.Finding.Observed = a.opts.Clock.Now()
+			}
+			a.promote(p, d.Reason, d.Finding, false)
+		}
 	}}
 }
 

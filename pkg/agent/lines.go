@@ -29,14 +29,25 @@ func (a *Agent) handleLine(line logline.Line) {
 			if f.Observed.IsZero() {
 				f.Observed = line.Time
 			}
+			if line.Replayed {
+				// Read again at start only to restore the counts of the
+				// reasons promoted when they repeat.
+				if r, on := p.cfg.Effective(f.Reason); on {
+					a.promote(p, f.Effective(r), f, true)
+				}
+				continue
+			}
 			a.report(p, f)
 		}
 	}, func(reason string) { a.metrics.LineRejected(string(line.Source), reason) })
 }
 
-// report publishes a log- or stream-derived finding under p's config.
+// report publishes a log- or stream-derived finding under p's config, and
+// counts it for its promotion.
 func (a *Agent) report(p *pipeline, f monitor.Finding) {
 	if r, on := p.cfg.Effective(f.Reason); on {
-		a.exporter.Report(exporter.Detection{Reason: f.Effective(r), Finding: f})
+		r = f.Effective(r)
+		a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
+		a.promote(p, r, f, false)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,10 +64,13 @@ func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error)
 
 	var enabled []health.Monitor
 	for _, m := range p.monitors {
-		hm, _ := health.LookupMonitor(m.Name())
-		enabled = append(enabled, hm)
+		if hm, ok := health.LookupMonitor(m.Name()); ok { // not the operator's (custom)
+			enabled = append(enabled, hm)
+		}
 	}
 	a.exporter.SetMonitors(enabled)
+	a.exporter.SetCustomReasons(c.CustomReasons())
+	a.promos.set(c.Promotions())
 	var jobs []scheduler.Job
 	for _, m := range p.monitors {
 		for _, chk := range m.Checks() {
@@ -81,10 +85,18 @@ func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error)
 	if old != nil && reflect.DeepEqual(old.cfg.Sources, c.Sources) {
 		p.sources = old.sources
 	} else {
-		if old != nil {
-			old.stop()
+		if old != nil && old.sources != nil {
+			old.sources.stop()
 		}
-		p.sources = a.startSources(ctx, c)
+		p.sources = a.startSources(ctx, c, p.replayWindows())
+	}
+	if old != nil && slices.Equal(old.cfg.LogFiles(), c.LogFiles()) {
+		p.files = old.files
+	} else {
+		if old != nil && old.files != nil {
+			old.files.stop()
+		}
+		p.files = a.startFiles(ctx, c.LogFiles())
 	}
 	if old != nil {
 		old.release()
@@ -106,6 +118,8 @@ type pipeline struct {
 	// byReason finds the monitor that interprets a rule's matches.
 	byReason map[string]monitor.Monitor
 	sources  *runningSources
+	// files follow the host files of the custom rules.
+	files *runningSources
 	// streams run the push sources (monitor.Streamer) of the monitors.
 	streams *runningSources
 }
@@ -113,6 +127,9 @@ type pipeline struct {
 func (p *pipeline) stop() {
 	if p.sources != nil {
 		p.sources.stop()
+	}
+	if p.files != nil {
+		p.files.stop()
 	}
 }
 
@@ -136,6 +153,10 @@ func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, 
 	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
 	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgmSource)
 	p.monitors = applicable(ctx, p.candidates)
+	if cm := a.customMonitor(c); cm != nil {
+		p.monitors = append(p.monitors, cm)
+		a.warnOrphanCustom(c, p.monitors)
+	}
 	var all []logline.Rule
 	for _, m := range p.monitors {
 		for _, r := range m.Rules() {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/source/journal"
 	"nodemend.dev/nodemend/pkg/source/kmsg"
@@ -36,7 +38,33 @@ func (a *Agent) supervise(max time.Duration, key, source string) backoff.Supervi
 	}}
 }
 
-func (a *Agent) startSources(parent context.Context, c config.Config) *runningSources {
+// replayWindows are how far back the log readers read again at start, so
+// that the counts of promoted reasons survive a restart of the agent: the
+// longest window of a promotion whose reason a rule reads from that source.
+type replayWindows struct{ kmsg, journal time.Duration }
+
+func (p *pipeline) replayWindows() replayWindows {
+	var w replayWindows
+	promos := p.cfg.Promotions()
+	for _, m := range p.monitors {
+		for _, r := range m.Rules() {
+			spec, ok := promos[r.Reason]
+			if !ok {
+				continue
+			}
+			reads := func(src logline.Source) bool { return len(r.Sources) == 0 || slices.Contains(r.Sources, src) }
+			if reads(logline.Kmsg) {
+				w.kmsg = max(w.kmsg, spec.Within.Duration)
+			}
+			if reads(logline.Journal) {
+				w.journal = max(w.journal, spec.Within.Duration)
+			}
+		}
+	}
+	return w
+}
+
+func (a *Agent) startSources(parent context.Context, c config.Config, replay replayWindows) *runningSources {
 	ctx, cancel := context.WithCancel(parent)
 	rs := &runningSources{cancel: cancel}
 	// A reader that stops (its file is missing, the device failed) is
@@ -62,7 +90,9 @@ func (a *Agent) startSources(parent context.Context, c config.Config) *runningSo
 	if *c.Sources.Kmsg.Enabled {
 		r := kmsg.NewReader(kmsg.Options{
 			HostRoot: a.opts.HostRoot,
-			Lookback: c.Sources.Kmsg.Lookback.Duration,
+			// The ring buffer is replayed (and reported) as configured, or
+			// further back when a promotion counts kernel lines.
+			Lookback: max(c.Sources.Kmsg.Lookback.Duration, replay.kmsg),
 			OnError:  onError("kmsg"),
 		})
 		run("kmsg", func(ctx context.Context) error { return r.Run(ctx, a.handleLine) })
@@ -74,6 +104,8 @@ func (a *Agent) startSources(parent context.Context, c config.Config) *runningSo
 			Journalctl: j.Command,
 			OnError:    onError("journal"),
 			Clock:      a.opts.Clock,
+			// Replayed entries only restore promotions' counts.
+			Lookback: replay.journal,
 		}
 		if j.Mode == config.JournalFile {
 			opts.File = strings.TrimPrefix(j.File, "/")

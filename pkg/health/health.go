@@ -194,3 +194,16 @@ func LookupMonitor(name string) (Monitor, bool) {
 	}
 	return Monitor{}, false
 }
+
+// CustomReasonPrefix starts every reason an operator defines in the agent's
+// config (custom log rules and checks, promotions): the registry never
+// uses it, so an operator's reason never collides with a reason a later
+// release adds, and readers (repair policies, kubectl mend) know one when
+// they see it.
+const CustomReasonPrefix = "Custom"
+
+// IsCustomReason reports whether name is an operator's reason (by its
+// prefix; the agent's config defines what it means).
+func IsCustomReason(name string) bool {
+	return len(name) > len(CustomReasonPrefix) && name[:len(CustomReasonPrefix)] == CustomReasonPrefix && ValidReason(name)
+}

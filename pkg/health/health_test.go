@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"nodemend.dev/nodemend/hack/genreasons/registry"
@@ -143,5 +144,18 @@ func TestExpand(t *testing.T) {
 	}
 	if got := health.FamiliesOf(health.ReasonNvidiaXID48Error); !slices.Equal(got, []string{"NvidiaXIDError"}) {
 		t.Fatalf("health.FamiliesOf(XID48) = %v", got)
+	}
+}
+
+// TestNoRegistryReasonIsCustom keeps the operator's namespace free: no
+// registry reason or family starts with CustomReasonPrefix, now or later.
+func TestNoRegistryReasonIsCustom(t *testing.T) {
+	for _, r := range health.Reasons() {
+		if strings.HasPrefix(r.Name, health.CustomReasonPrefix) {
+			t.Errorf("registry reason %s starts with %q, the prefix of operators' reasons", r.Name, health.CustomReasonPrefix)
+		}
+	}
+	if !health.IsCustomReason("CustomAcmeNICLinkReset") || health.IsCustomReason("Custom") || health.IsCustomReason("Customer lost") {
+		t.Error("IsCustomReason")
 	}
 }

@@ -30,6 +30,10 @@ type Line struct {
 	// Time is the source timestamp: when the record was produced, as well as the
 	// source can tell (kernel time converted to wall clock, journal realtime).
 	Time time.Time
+	// Replayed marks a line read again at start, from before the reader
+	// started, only to restore what counts repetitions (a reason promoted
+	// when it repeats): it is no new detection.
+	Replayed bool
 }
 
 // Origin is who wrote a line, taken only from what the writer cannot set:

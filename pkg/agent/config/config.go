@@ -25,6 +25,9 @@ type Config struct {
 	Reasons  map[string]ReasonConfig `json:"reasons,omitempty"`
 	Sources  Sources                 `json:"sources"`
 	Exporter ExporterConfig          `json:"exporter"`
+	// CustomRules and CustomChecks are the operator's own (custom.go).
+	CustomRules  []CustomRule  `json:"customRules,omitempty"`
+	CustomChecks []CustomCheck `json:"customChecks,omitempty"`
 }
 
 // ReasonConfig overrides one reason.
@@ -40,6 +43,9 @@ type ReasonConfig struct {
 	// reason: at least 1m. Keep it longer than the repair toleration of its
 	// condition, or a flapping fault may never be repaired.
 	QuietPeriod *monitor.Duration `json:"quietPeriod,omitempty"`
+	// Promote makes a Warning reason Fatal, as a reason of the operator's,
+	// when it repeats (custom.go).
+	Promote *Promotion `json:"promote,omitempty"`
 }
 
 // MinQuietPeriod is the shortest quiet period a reason may be given
@@ -138,6 +144,7 @@ func (c Config) Validate() error {
 	for _, name := range names {
 		errs = append(errs, validateReasonOverride(name, c.Reasons[name])...)
 	}
+	errs = append(errs, c.validateCustom()...)
 	errs = append(errs, c.Monitors.validate()...)
 	errs = append(errs, monitor.Errors(monitor.MinPeriod("exporter.heartbeat", c.Exporter.Heartbeat))...)
 	if c.Exporter.Coalesce.Duration < 0 || c.Exporter.Coalesce.Duration > time.Second {
@@ -163,7 +170,13 @@ func (c Config) Validate() error {
 func validateReasonOverride(name string, rc ReasonConfig) []error {
 	members, ok := health.Expand(name)
 	if !ok {
+		if health.IsCustomReason(name) {
+			return []error{fmt.Errorf("reasons.%s: a custom reason is configured where it is defined (customRules, customChecks, promote), not here", name)}
+		}
 		return []error{fmt.Errorf("reasons.%s: unknown reason or family (see docs/reasons.md)", name)}
+	}
+	if rc.Promote != nil && (len(members) > 1 || members[0] != name) {
+		return []error{fmt.Errorf("reasons.%s.promote: promote one reason, not a family: each member repeats on its own", name)}
 	}
 	var rs []health.Reason
 	for _, m := range members {
@@ -224,7 +237,11 @@ func (c Config) MonitorEnabled(name string) bool {
 func (c Config) Effective(name string) (health.Reason, bool) {
 	r, ok := health.LookupReason(name)
 	if !ok {
-		return r, false
+		if health.IsCustomReason(name) {
+			// An operator's reason is configured where it is defined.
+			r, ok = c.CustomReasons()[name]
+		}
+		return r, ok
 	}
 	registered := r.Severity
 	for _, rc := range c.overridesOf(name) {

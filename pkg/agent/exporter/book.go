@@ -24,6 +24,18 @@ type Detection struct {
 // and reads no clock: every method takes "now".
 type book struct {
 	conds map[health.ConditionType]*condState
+	// custom are the operator's reasons (the agent config's custom rules,
+	// checks and promotions), which the registry does not know.
+	custom map[string]health.Reason
+}
+
+// lookup finds a reason in the registry or among the operator's.
+func (b *book) lookup(name string) (health.Reason, bool) {
+	if r, ok := health.LookupReason(name); ok {
+		return r, true
+	}
+	r, ok := b.custom[name]
+	return r, ok
 }
 
 type condState struct {
@@ -100,7 +112,7 @@ func (b *book) adopt(existing corev1.NodeCondition, now time.Time, earlierBoot b
 	if existing.Status != corev1.ConditionFalse {
 		return
 	}
-	r, ok := health.LookupReason(existing.Reason)
+	r, ok := b.lookup(existing.Reason)
 	if !ok || r.Condition != t || r.Severity != health.Fatal {
 		// Unknown, moved or downgraded reason: nothing holds it False now.
 		return

@@ -106,6 +106,16 @@ func (e *Exporter) SetMonitors(ms []health.Monitor) {
 	e.markDirty()
 }
 
+// SetCustomReasons declares the operator's reasons (the agent config's
+// custom rules, checks and promotions), so that a fault of one found on
+// the Node at start is adopted like a registry reason's. Call it before
+// Start.
+func (e *Exporter) SetCustomReasons(rs map[string]health.Reason) {
+	e.mu.Lock()
+	e.book.custom = rs
+	e.mu.Unlock()
+}
+
 // Start reads the node and adopts the nodemend conditions on it, waiting
 // until the node exists. Call SetMonitors first.
 func (e *Exporter) Start(ctx context.Context) error {

@@ -168,3 +168,22 @@ func TestPodHealthy(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// An operator's reason on a nodemend condition is explained as one: where
+// it is defined and how it recovers, not as an unknown reason.
+func TestConditionFindingsOfACustomReason(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-7"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: "AcceleratedHardwareReady", Status: corev1.ConditionFalse, Reason: "CustomXID13Repeated", Message: "NvidiaXID13Warning 5 times within 10m0s"},
+		{Type: "KernelReady", Status: corev1.ConditionFalse, Reason: "SomethingNewer", Message: "x"},
+	}}}
+	fs := conditionFindings(n)
+	if len(fs) != 2 {
+		t.Fatalf("findings %+v", fs)
+	}
+	if ev := strings.Join(fs[0].Evidence, " "); !strings.Contains(ev, "a reason of the operator's own") || !strings.Contains(fs[0].Fix, "quiet period") {
+		t.Errorf("custom reason finding %+v", fs[0])
+	}
+	if ev := strings.Join(fs[1].Evidence, " "); strings.Contains(ev, "operator's own") || !strings.Contains(fs[1].Fix, "see the agent's events") {
+		t.Errorf("unknown reason finding %+v", fs[1])
+	}
+}

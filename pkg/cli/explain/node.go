@@ -82,6 +82,9 @@ func conditionFindings(n *corev1.Node) []Finding {
 			} else {
 				f.Fix = fmt.Sprintf("the condition recovers as soon as its check passes again. The node is repaired if it stays unhealthy past its toleration; to look first: `kubectl mend logs %s`", n.Name)
 			}
+		} else if health.IsCustomReason(c.Reason) {
+			f.Evidence = append(f.Evidence, "a reason of the operator's own: a custom rule, check or promotion of the agent config (docs/agent-config.md, custom rules and checks)")
+			f.Fix = fmt.Sprintf("a custom rule's fault recovers after its quiet period without a new line, a custom check's when the check passes. The node is repaired if it stays unhealthy past its toleration; to look first: `kubectl mend logs %s`", n.Name)
 		} else {
 			f.Fix = fmt.Sprintf("see the agent's events on the node and `kubectl mend logs %s`", n.Name)
 		}

@@ -298,15 +298,17 @@ func ladderFromAPI(rungs []v1alpha1.LadderRung) ([]Rung, error) {
 // expandReasons replaces the family names among a rule's reasons by their
 // members (NvidiaXIDError: every NvidiaXID<N>Error), as the EKS Node
 // Monitoring Agent's policies name them. On a condition type nodemend owns,
-// names that are neither a reason nor a family are returned as unknown (they
-// are kept: a newer agent may report them); other condition types (the
-// kubelet's Ready) have reasons nodemend does not know, and are kept as given.
+// names that are neither a reason nor a family nor an operator's reason
+// (health.CustomReasonPrefix: the agents' configs define them) are
+// returned as unknown (they are kept: a newer agent may report them); other
+// condition types (the kubelet's Ready) have reasons nodemend does not
+// know, and are kept as given.
 func expandReasons(t corev1.NodeConditionType, names []string) (reasons, unknown []string) {
 	for _, n := range names {
 		members, ok := health.Expand(n)
 		if !ok {
 			members = []string{n}
-			if health.IsOwned(string(t)) {
+			if health.IsOwned(string(t)) && !health.IsCustomReason(n) {
 				unknown = append(unknown, n)
 			}
 		}

@@ -130,6 +130,13 @@ func TestFromAPI(t *testing.T) {
 				}
 			}
 		}},
+		{name: "an operator's custom reason is taken as it is, without a warning", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.Rules = []v1alpha1.RepairRule{{ConditionType: "AcceleratedHardwareReady", Status: "False", Reasons: []string{"CustomXID13Repeated", "NvidiaXID79Error"}}}
+		}, warnings: 0, check: func(t *testing.T, p Policy) {
+			if !slices.Equal(p.Rules[0].Reasons, []string{"CustomXID13Repeated", "NvidiaXID79Error"}) || !p.Rules[0].Matches(corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: "False", Reason: "CustomXID13Repeated"}) {
+				t.Errorf("rules %+v", p.Rules)
+			}
+		}},
 		{name: "an unknown reason on a nodemend condition is kept with a warning", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
 			s.Rules = []v1alpha1.RepairRule{
 				{ConditionType: "KernelReady", Status: "False", Reasons: []string{"KernelDeadlock"}},

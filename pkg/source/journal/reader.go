@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,12 @@ type Options struct {
 	// exits (each one, spaced by the backoff), malformed entries (once until
 	// a good one comes), tail problems. Nil discards them.
 	OnError func(error)
+	// Lookback, when positive, reads again at start the entries of the
+	// last Lookback before the reader started (journalctl --since; the
+	// file from its start), marked Replayed: no new detections, they
+	// restore what counts repetitions (a reason promoted when it repeats)
+	// across a restart of the agent. Zero reads from now on.
+	Lookback time.Duration
 }
 
 // Stats counts what a Reader saw.
@@ -107,6 +114,9 @@ type Reader struct {
 	emitLine func(logline.Line)
 	cursor   string // of the last entry read, to resume after a restart
 	badEntry bool   // a malformed entry was reported and no good one followed
+	// started is when Run first started: entries before it are replayed
+	// (Options.Lookback).
+	started time.Time
 }
 
 // NewReader returns a Reader; Run starts it.
@@ -143,6 +153,13 @@ func (r *Reader) Stats() Stats {
 // first one written after Run started.
 func (r *Reader) Run(ctx context.Context, emit func(logline.Line)) error {
 	r.emitLine = emit
+	if r.started.IsZero() {
+		clk := r.opts.Clock
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		r.started = clk.Now()
+	}
 	if r.opts.File != "" {
 		return r.runFile(ctx)
 	}
@@ -155,6 +172,7 @@ func (r *Reader) runFile(ctx context.Context) error {
 		PollInterval: r.opts.PollInterval,
 		MaxLineBytes: r.opts.MaxEntryBytes,
 		OnError:      r.opts.OnError,
+		FromStart:    r.opts.Lookback > 0,
 	}
 	return tail.Follow(ctx, path, opts, func(line []byte, _ time.Time) {
 		if len(line) > 0 {
@@ -168,9 +186,12 @@ func (r *Reader) runFile(ctx context.Context) error {
 func (r *Reader) args() []string {
 	args := []string{"--output=json", "--all", "--follow", "--no-pager", "--quiet",
 		"--output-fields=" + outputFields}
-	if r.cursor != "" {
+	switch {
+	case r.cursor != "":
 		args = append(args, "--after-cursor="+r.cursor)
-	} else {
+	case r.opts.Lookback > 0:
+		args = append(args, "--since=@"+strconv.FormatInt(r.started.Add(-r.opts.Lookback).Unix(), 10))
+	default:
 		args = append(args, "--lines=0")
 	}
 	switch {
@@ -243,6 +264,12 @@ func (r *Reader) handle(line []byte) bool {
 	r.badEntry = false
 	if cursor != "" {
 		r.cursor = cursor
+	}
+	if r.opts.Lookback > 0 && l.Time.Before(r.started) {
+		if l.Time.Before(r.started.Add(-r.opts.Lookback)) {
+			return true // older than the lookback (a file read from its start)
+		}
+		l.Replayed = true
 	}
 	r.emitted.Add(1)
 	r.emitLine(l)

@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -327,5 +328,41 @@ func TestExecRunner(t *testing.T) {
 	args, err := os.ReadFile(filepath.Join(dir, "args"))
 	if err != nil || string(args) != "--follow\n--lines=0\n" {
 		t.Fatalf("args %q, %v", args, err)
+	}
+}
+
+// With a Lookback, the entries of the last Lookback before the start are
+// read again, marked Replayed, older ones not at all, and those written
+// after the start are new: a file from its start, journalctl --since.
+func TestLookbackReplaysTheRecentPast(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "var", "log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	entry := func(at time.Time, msg string) string {
+		return fmt.Sprintf(`{"__REALTIME_TIMESTAMP":"%d","_SYSTEMD_UNIT":"vault-agent.service","MESSAGE":%q}`+"\n", at.UnixMicro(), msg)
+	}
+	path := filepath.Join(root, "var", "log", "journal.jsonl")
+	appendFile(t, path, entry(now.Add(-20*time.Minute), "too old")+entry(now.Add(-5*time.Minute), "recent")+entry(now.Add(-time.Minute), "more recent"))
+	rn := startReader(t, Options{HostRoot: root, File: "var/log/journal.jsonl", PollInterval: 50 * time.Millisecond, Lookback: 10 * time.Minute})
+	for _, want := range []string{"recent", "more recent"} {
+		if got := rn.next(); got.Text != want || !got.Replayed {
+			t.Fatalf("line %+v, want %q replayed", got, want)
+		}
+	}
+	appendFile(t, path, entry(time.Now().Add(time.Second), "new"))
+	if got := rn.next(); got.Text != "new" || got.Replayed {
+		t.Fatalf("line %+v, want the new entry, not replayed", got)
+	}
+
+	r := NewReader(Options{Lookback: 10 * time.Minute})
+	r.started = time.Unix(1_700_000_600, 0)
+	if args := r.args(); !slices.Contains(args, "--since=@1700000000") || slices.Contains(args, "--lines=0") {
+		t.Fatalf("journalctl args %q", args)
+	}
+	r.cursor = "c1"
+	if args := r.args(); !slices.Contains(args, "--after-cursor=c1") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--since") }) {
+		t.Fatalf("journalctl args after a cursor %q", args)
 	}
 }

@@ -37,8 +37,8 @@ type Options struct {
 	// records from the last Lookback are emitted (judged against
 	// <HostRoot>/proc/uptime). Zero means DefaultLookback; negative means
 	// none (start with the next new record). Without a readable
-	// proc/uptime, none are replayed. Regular-file mode ignores it: the file
-	// is always read from its end.
+	// proc/uptime, none are replayed. In regular-file mode the records the
+	// file holds at start are judged the same way.
 	Lookback time.Duration
 	// OnError receives problems that do not stop the reader (malformed
 	// records, missing proc files, tail problems), each reported once until
@@ -217,15 +217,42 @@ func (r *Reader) readDevice(ctx context.Context, dev device) error {
 	}
 }
 
+// runFile follows a regular file of records (a simulated host). As the
+// device replays its ring buffer, the records the file holds when it is
+// opened are replayed when they are within Lookback of the host's uptime;
+// records appended later are all emitted, whatever their timestamps (a
+// test's records often start at boot).
 func (r *Reader) runFile(ctx context.Context, path string) error {
 	opts := tail.Options{PollInterval: r.opts.PollInterval, OnError: r.opts.OnError}
+	var (
+		existing int64 // bytes of the file at start still to be judged
+		cutoff   time.Duration
+	)
+	if r.opts.Lookback > 0 {
+		uptime, err := r.uptime()
+		fi, serr := os.Stat(path)
+		switch {
+		case err != nil:
+			r.report(fmt.Errorf("kmsg: cannot tell recent records from old ones, replaying none: %w", err))
+		case serr == nil && fi.Size() > 0:
+			opts.FromStart, existing, cutoff = true, fi.Size(), uptime-r.opts.Lookback
+		}
+	}
 	return tail.Follow(ctx, path, opts, func(line []byte, at time.Time) {
+		old := existing > 0
+		existing -= int64(len(line)) + 1
 		if len(line) == 0 || line[0] == ' ' {
 			return // a dictionary line of the previous record
 		}
-		if rec, ok := r.parse(line); ok {
-			r.emit(rec, at)
+		rec, ok := r.parse(line)
+		if !ok {
+			return
 		}
+		if old && rec.Monotonic < cutoff {
+			r.skipped.Add(1)
+			return
+		}
+		r.emit(rec, at)
 	})
 }
 

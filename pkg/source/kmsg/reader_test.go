@@ -392,3 +392,30 @@ func TestRealDevice(t *testing.T) {
 		break
 	}
 }
+
+// A regular file replays like the device: of the records it holds at
+// start, those within Lookback of the uptime (3600 s here) come out, older
+// ones do not; records appended later all come out, whatever their time.
+func TestRegularFileReplay(t *testing.T) {
+	root := hostRoot(t, true)
+	path := filepath.Join(root, "dev", "kmsg")
+	write(t, path, "4,1,2000000000,-;from 2000 s, older than the lookback\n"+
+		"4,2,3500000000,-;from 3500 s, within the lookback\n SUBSYSTEM=pci\n"+
+		"4,3,3590000000,-;from 3590 s, within the lookback\n")
+	rn := startReader(t, Options{HostRoot: root, Lookback: 10 * time.Minute})
+	rn.expectTexts("from 3500 s, within the lookback", "from 3590 s, within the lookback")
+	appendFile(t, path, "4,4,5000000,-;appended, from 5 s\n")
+	rn.expectTexts("appended, from 5 s")
+	if s := rn.r.Stats(); s.Skipped != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func (rn *run) expectTexts(want ...string) {
+	rn.t.Helper()
+	for _, w := range want {
+		if got := rn.next(); got.Text != w {
+			rn.t.Fatalf("text %q, want %q", got.Text, w)
+		}
+	}
+}
