@@ -195,6 +195,11 @@ func walk(sections *[]section, c *comments, defaults map[string]any, path string
 				sub, _ := defaults[name].(map[string]any)
 				nested = append(nested, func() { walk(sections, c, sub, key, ft) })
 				s.rows = append(s.rows, row{key, "object", "", fmt.Sprintf("%s See [`%s`](#%s).", doc, key, anchor(key))})
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+				elem := ft.Elem()
+				elemKey := key + "[]"
+				nested = append(nested, func() { walk(sections, c, nil, elemKey, elem) })
+				s.rows = append(s.rows, row{key, "list", "`[]`", fmt.Sprintf("%s Each item: [`%s`](#%s).", doc, elemKey, anchor(elemKey))})
 			case ft.Kind() == reflect.Map:
 				elem := ft.Elem()
 				elemKey := key + ".<" + strings.ToLower(strings.TrimSuffix(elem.Name(), "Config")) + ">"

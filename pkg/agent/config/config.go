@@ -25,8 +25,12 @@ type Config struct {
 	Reasons  map[string]ReasonConfig `json:"reasons,omitempty"`
 	Sources  Sources                 `json:"sources"`
 	Exporter ExporterConfig          `json:"exporter"`
-	// CustomRules and CustomChecks are the operator's own (custom.go).
-	CustomRules  []CustomRule  `json:"customRules,omitempty"`
+	// CustomRules are the operator's own log rules: reasons named
+	// Custom..., each reading one source and believing the writers it
+	// names (docs/agent-config.md, custom rules and checks).
+	CustomRules []CustomRule `json:"customRules,omitempty"`
+	// CustomChecks are the operator's own checks: host programs run on a
+	// period, in node-problem-detector's plugin protocol.
 	CustomChecks []CustomCheck `json:"customChecks,omitempty"`
 }
 

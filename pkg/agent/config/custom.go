@@ -104,16 +104,23 @@ type CustomRule struct {
 // problem, anything else unknown; the first line of its output is the
 // message).
 type CustomCheck struct {
-	Reason      string `json:"reason"`
-	Condition   string `json:"condition"`
-	Severity    string `json:"severity"`
+	// Reason is the reason reported: CustomPrefix, then UpperCamelCase.
+	Reason string `json:"reason"`
+	// Condition is one of the five condition types.
+	Condition string `json:"condition"`
+	// Severity: Fatal (the condition is False while the check finds the
+	// problem), Warning or Info (an Event).
+	Severity string `json:"severity"`
+	// Description says what the fault is, for kubectl mend explain.
 	Description string `json:"description,omitempty"`
 	// Command is the program (an absolute path on the host, or a name
 	// found in the host's standard PATH) and its arguments.
 	Command []string `json:"command"`
-	// Period is how often it runs (at least 10s); Timeout bounds a run
-	// (default 5s, shorter than Period).
-	Period  monitor.Duration  `json:"period"`
+	// Period is how often it runs (at least 10s), with the scheduler's
+	// jitter.
+	Period monitor.Duration `json:"period"`
+	// Timeout bounds a run (default 5s, shorter than Period); a run that
+	// does not finish in time leaves the state as it was.
 	Timeout *monitor.Duration `json:"timeout,omitempty"`
 	// Promote turns a Warning into a Fatal reason when it repeats.
 	Promote *Promotion `json:"promote,omitempty"`
@@ -122,7 +129,10 @@ type CustomCheck struct {
 // Promotion is "count times within a window": a Warning reason that
 // repeats that often becomes Reason, Fatal, on the Warning's condition.
 type Promotion struct {
-	Count  int              `json:"count"`
+	// Count occurrences (2 to 1000) ...
+	Count int `json:"count"`
+	// ... Within this long (at most 24h) promote the reason. A log line is
+	// one occurrence, a check's run that finds it another.
 	Within monitor.Duration `json:"within"`
 	// To is the promoted severity: Fatal (the default; the only one).
 	To string `json:"to,omitempty"`

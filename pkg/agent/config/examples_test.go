@@ -90,7 +90,7 @@ func isAgentConfig(block string) bool {
 	}
 	for k := range top {
 		switch k {
-		case "monitors", "reasons", "sources", "exporter":
+		case "monitors", "reasons", "sources", "exporter", "customRules", "customChecks":
 		default:
 			return false
 		}
