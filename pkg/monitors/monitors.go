@@ -60,7 +60,6 @@ func Table() []Kind {
 			o := c.Options()
 			o.Timex = d.Timex
 			o.CloudEvents = d.CloudEvents
-			o.CloudEventsPeriod = c.CheckInterval.Duration
 			return kernel.New(env, o)
 		}),
 		define("containerRuntime", runtime.DefaultConfig, func(env monitor.Env, d Deps, c runtime.Config) monitor.Monitor {

@@ -3,12 +3,20 @@ package monitors
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
+	"nodemend.dev/nodemend/pkg/monitors/kernel"
+	"nodemend.dev/nodemend/pkg/monitors/networking"
+	"nodemend.dev/nodemend/pkg/monitors/neuron"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
+	"nodemend.dev/nodemend/pkg/monitors/runtime"
+	"nodemend.dev/nodemend/pkg/monitors/storage"
 )
 
 // The table and the reason registry list the same monitors, and each entry
@@ -74,4 +82,40 @@ func equalJSON(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return string(ja) == string(jb)
+}
+
+// A default is written once, in the monitor's DefaultConfig: a monitor built
+// from empty options (as tests and the simulation build them) runs its checks
+// at the periods of the default section, and the checks every section turns
+// on have the periods its keys say.
+func TestEmptyOptionsTakeTheDefaultSection(t *testing.T) {
+	env := monitor.Env{HostRoot: t.TempDir()}
+	empty := map[string]monitor.Monitor{
+		"kernel":           kernel.New(env, kernel.Options{}),
+		"containerRuntime": runtime.New(env, runtime.Options{}),
+		"networking":       networking.New(env, networking.Options{}),
+		"storage":          storage.New(env, storage.Options{}),
+		"nvidia":           nvidia.New(env, nvidia.Options{}),
+		"neuron":           neuron.New(env, neuron.Options{}),
+		"amdgpu":           amdgpu.New(env, amdgpu.Options{}),
+	}
+	for _, k := range Table() {
+		m, ok := empty[k.Name]
+		if !ok {
+			t.Errorf("%s: not in this test", k.Name)
+			continue
+		}
+		want := periods(k.New(env, Deps{}, k.Default()).Checks())
+		if got := periods(m.Checks()); !maps.Equal(got, want) {
+			t.Errorf("%s: built from empty options, check periods %v; from the default section %v", k.Name, got, want)
+		}
+	}
+}
+
+func periods(cs []monitor.Check) map[string]time.Duration {
+	p := map[string]time.Duration{}
+	for _, c := range cs {
+		p[c.Name] = c.Period
+	}
+	return p
 }

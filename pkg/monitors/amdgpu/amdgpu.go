@@ -32,10 +32,8 @@ import (
 // Name is the registry monitor name.
 const Name = "amdgpu"
 
-// DefaultCheckPeriod is the period of the sysfs checks.
-const DefaultCheckPeriod = 30 * time.Second
-
-// Options tune the monitor.
+// Options tune the monitor; OptionsFor builds them from the config
+// section. A zero CheckPeriod takes DefaultConfig's.
 type Options struct {
 	Expect      accel.ExpectOptions
 	NodeLabels  accel.NodeLabels
@@ -66,7 +64,7 @@ var (
 func New(env monitor.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
 	if opts.CheckPeriod <= 0 {
-		opts.CheckPeriod = DefaultCheckPeriod
+		opts.CheckPeriod = DefaultConfig().CheckInterval.Duration
 	}
 	return &Monitor{env: env, opts: opts, prevCE: map[string]ceReading{}}
 }

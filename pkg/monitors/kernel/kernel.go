@@ -20,20 +20,9 @@ import (
 // Name is the registry monitor name.
 const Name = "kernel"
 
-// Default check periods.
-const (
-	DefaultLimitsPeriod = 30 * time.Second
-	DefaultZombiePeriod = 60 * time.Second
-	DefaultClockPeriod  = 60 * time.Second
-	// DefaultEnvironPeriod is long: the environment scan reads every
-	// process's environment, and what it finds changes with deployments.
-	DefaultEnvironPeriod = 5 * time.Minute
-	// DefaultCloudEventsPeriod reads the metadata service often enough to
-	// tell a spot interruption, which comes two minutes ahead, in time.
-	DefaultCloudEventsPeriod = 30 * time.Second
-)
-
-// Options tune the monitor. Zero values take the defaults.
+// Options tune the monitor; Config.Options builds them from the config
+// section. A zero period takes the one of DefaultConfig, the only place the
+// defaults are written.
 type Options struct {
 	// LimitsPeriod is the period of the pid_max and open-files checks.
 	LimitsPeriod time.Duration
@@ -66,21 +55,7 @@ var _ monitor.Monitor = (*Monitor)(nil)
 // New builds the kernel monitor. env.HostRoot "" means "/".
 func New(env monitor.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
-	if opts.LimitsPeriod <= 0 {
-		opts.LimitsPeriod = DefaultLimitsPeriod
-	}
-	if opts.ZombiePeriod <= 0 {
-		opts.ZombiePeriod = DefaultZombiePeriod
-	}
-	if opts.ClockPeriod <= 0 {
-		opts.ClockPeriod = DefaultClockPeriod
-	}
-	if opts.CloudEventsPeriod <= 0 {
-		opts.CloudEventsPeriod = DefaultCloudEventsPeriod
-	}
-	if opts.EnvironPeriod <= 0 {
-		opts.EnvironPeriod = DefaultEnvironPeriod
-	}
+	monitor.FillDefaults(&opts, DefaultConfig().Options())
 	if opts.Timex == nil {
 		opts.Timex = SystemTimex{}
 	}

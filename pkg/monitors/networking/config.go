@@ -12,8 +12,13 @@ import (
 // Config configures the networking monitor (NetworkingReady).
 type Config struct {
 	monitor.Switch `json:",inline"`
-	// CheckInterval is the period of every networking check.
+	// CheckInterval is the period of every networking check but the slow
+	// ones.
 	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	// SlowCheckInterval is the period of the checks that read a lot (the
+	// whole iptables ruleset, every interface's udev record) for faults that
+	// come with configuration changes; never shorter than checkInterval.
+	SlowCheckInterval monitor.Duration `json:"slowCheckInterval,omitempty"`
 	// ProbeTimeout bounds the input of one check (netlink, ethtool, /proc)
 	// and each network probe (DNS, health endpoints).
 	ProbeTimeout monitor.Duration `json:"probeTimeout,omitempty"`
@@ -45,10 +50,13 @@ type Config struct {
 	AllowedIPTablesChains []string `json:"allowedIPTablesChains,omitempty"`
 }
 
-// DefaultConfig is the section used when the file leaves keys out.
+// DefaultConfig is the section used when the file leaves keys out. The DNS
+// probe asks for the root: any resolver answers it, if only with REFUSED,
+// without depending on a zone the cluster may not have; kube-proxy's health
+// address is its --healthz-bind-address default.
 func DefaultConfig() Config {
-	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Duration{Duration: DefaultPeriod}, ProbeTimeout: monitor.Duration{Duration: DefaultProbeTimeout},
-		DNSQueryName: DefaultDNSQueryName, KubeProxyHealthz: DefaultKubeProxyHealthz,
+	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Seconds(30), SlowCheckInterval: monitor.Seconds(300),
+		ProbeTimeout: monitor.Seconds(5), DNSQueryName: ".", KubeProxyHealthz: "127.0.0.1:10256",
 		ExcludeLinkTypes: slices.Clone(DefaultExcludeLinkTypes)}
 }
 
@@ -56,6 +64,7 @@ func DefaultConfig() Config {
 func (c Config) Validate(path string) []error {
 	errs := monitor.Errors(
 		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
+		monitor.MinPeriod(path+".slowCheckInterval", c.SlowCheckInterval),
 		monitor.MinPeriod(path+".probeTimeout", c.ProbeTimeout),
 		monitor.NotLonger(path+".probeTimeout", c.ProbeTimeout, c.CheckInterval),
 		monitor.AbsolutePath(path+".netns", c.NetNS),
@@ -91,6 +100,7 @@ func (c Config) Options(pods PodLister) Options {
 		AllowedIPTablesChains: c.AllowedIPTablesChains,
 		Pods:                  pods,
 		Period:                c.CheckInterval.Duration,
+		SlowPeriod:            c.SlowCheckInterval.Duration,
 		ProbeTimeout:          c.ProbeTimeout.Duration,
 		ExcludeInterfaces:     c.ExcludeInterfaces,
 		ExcludeLinkTypes:      c.ExcludeLinkTypes,

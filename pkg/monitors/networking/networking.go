@@ -31,36 +31,27 @@ import (
 // Name is the registry monitor name.
 const Name = "networking"
 
-// Defaults of Options.
-const (
-	DefaultPeriod       = 30 * time.Second
-	DefaultSlowPeriod   = 5 * time.Minute
-	DefaultProbeTimeout = 5 * time.Second
-	// DefaultKubeProxyHealthz is kube-proxy's --healthz-bind-address default.
-	DefaultKubeProxyHealthz = "127.0.0.1:10256"
-	// DefaultDNSQueryName is asked of the resolvers: any resolver answers a
-	// query for the root, if only with REFUSED, without depending on a zone
-	// the cluster may not have.
-	DefaultDNSQueryName = "."
-	// DefaultExcludeInterfaces are interface names InterfaceNotUp and
-	// InterfaceNotRunning do not watch: the host ends of pod interfaces and the
-	// devices CNIs, container engines and kube-proxy create and delete as they
-	// please; InfiniBand ports by their names (ib*, as the EKS Node Monitoring
-	// Agent) and the kernel's tunnel fallback devices, which
-	// DefaultExcludeLinkTypes also recognises by type. Anchored at both ends.
-	DefaultExcludeInterfaces = `^(veth.*|cali.*|lxc.*|docker\d*|br-[0-9a-f]+|cni\d*|flannel.*|vxlan.*|tunl\d*|tun\d*|tap.*|` +
-		`kube-ipvs\d*|kube-bridge|nodelocaldns|ifb\d*|dummy\d*|cilium_.*|genev_sys_.*|eni[0-9a-f]{11}|vlan.*|` +
-		`weave|datapath|vethwe.*|virbr\d*.*|nerdctl\d*|podman\d*|` +
-		`ib.*|gre\d*|gretap\d*|erspan\d*|ip6gre\d*|ip6tnl\d*|sit\d*|ip_vti\d*|ip6_vti\d*)$`
-)
+// DefaultExcludeInterfaces are interface names InterfaceNotUp and
+// InterfaceNotRunning do not watch: the host ends of pod interfaces and the
+// devices CNIs, container engines and kube-proxy create and delete as they
+// please; InfiniBand ports by their names (ib*, as the EKS Node Monitoring
+// Agent) and the kernel's tunnel fallback devices, which
+// DefaultExcludeLinkTypes also recognises by type. Anchored at both ends.
+const DefaultExcludeInterfaces = `^(veth.*|cali.*|lxc.*|docker\d*|br-[0-9a-f]+|cni\d*|flannel.*|vxlan.*|tunl\d*|tun\d*|tap.*|` +
+	`kube-ipvs\d*|kube-bridge|nodelocaldns|ifb\d*|dummy\d*|cilium_.*|genev_sys_.*|eni[0-9a-f]{11}|vlan.*|` +
+	`weave|datapath|vethwe.*|virbr\d*.*|nerdctl\d*|podman\d*|` +
+	`ib.*|gre\d*|gretap\d*|erspan\d*|ip6gre\d*|ip6tnl\d*|sit\d*|ip_vti\d*|ip6_vti\d*)$`
 
-// Options configure the monitor. Zero values take the defaults.
+// Options configure the monitor; Config.Options builds them from the config
+// section. A zero period, timeout or name takes the one of DefaultConfig,
+// the only place the defaults are written.
 type Options struct {
 	// Period is the period of every check but the slow ones.
 	Period time.Duration
 	// SlowPeriod is the period of the checks that read a lot (the whole
 	// iptables ruleset, every interface's udev record) for faults that come
-	// with configuration changes, not by the second.
+	// with configuration changes, not by the second; never shorter than
+	// Period.
 	SlowPeriod time.Duration
 	// ProbeTimeout bounds the input gathering of one check: the netlink dumps,
 	// ethtool ioctls and /proc reads, and each network probe.
@@ -81,10 +72,9 @@ type Options struct {
 	// DNSServer is the resolver to probe, "host" or "host:port"; "" means
 	// every nameserver of <host-root>/etc/resolv.conf.
 	DNSServer string
-	// DNSQueryName is the name asked; "" means DefaultDNSQueryName.
+	// DNSQueryName is the name asked.
 	DNSQueryName string
-	// KubeProxyHealthz is kube-proxy's health address, host:port; "" means
-	// DefaultKubeProxyHealthz.
+	// KubeProxyHealthz is kube-proxy's health address, host:port.
 	KubeProxyHealthz string
 	// Stats opens ethtool statistics readers; nil means the ETHTOOL_GSTATS
 	// ioctl. Tests inject fixtures.
@@ -137,23 +127,10 @@ var _ monitor.Monitor = (*Monitor)(nil)
 // netlink and ethtool sockets in the inspected namespace and closes them.
 func New(env monitor.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
-	if opts.Period <= 0 {
-		opts.Period = DefaultPeriod
-	}
-	if opts.SlowPeriod <= 0 {
-		opts.SlowPeriod = max(DefaultSlowPeriod, opts.Period)
-	}
-	if opts.ProbeTimeout <= 0 {
-		opts.ProbeTimeout = DefaultProbeTimeout
-	}
+	monitor.FillDefaults(&opts, DefaultConfig().Options(nil))
+	opts.SlowPeriod = max(opts.SlowPeriod, opts.Period)
 	if opts.ExcludeInterfaces == "" {
 		opts.ExcludeInterfaces = DefaultExcludeInterfaces
-	}
-	if opts.DNSQueryName == "" {
-		opts.DNSQueryName = DefaultDNSQueryName
-	}
-	if opts.KubeProxyHealthz == "" {
-		opts.KubeProxyHealthz = DefaultKubeProxyHealthz
 	}
 	if opts.Stats == nil {
 		opts.Stats = EthtoolStats{}
@@ -164,9 +141,6 @@ func New(env monitor.Env, opts Options) *Monitor {
 	m := &Monitor{env: env, opts: opts, counters: map[counterKey]uint64{}, felixAddr: felixReadinessAddr}
 	if opts.NetNS != "" {
 		m.ns = netNS{path: filepath.Join(env.HostRoot, opts.NetNS)}
-	}
-	if opts.ExcludeLinkTypes == nil {
-		opts.ExcludeLinkTypes = DefaultExcludeLinkTypes
 	}
 	m.exclude.types = normalizeLinkTypes(opts.ExcludeLinkTypes)
 	m.exclude.names, m.excludeErr = regexp.Compile(opts.ExcludeInterfaces)

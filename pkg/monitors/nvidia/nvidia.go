@@ -37,10 +37,8 @@ import (
 // Name is the registry monitor name.
 const Name = "nvidia"
 
-// DefaultCheckPeriod is the period of the NVML and device checks.
-const DefaultCheckPeriod = 30 * time.Second
-
-// Options tune the monitor. Zero values take the defaults.
+// Options tune the monitor; Config.Options builds them from the config
+// section. A zero CheckPeriod takes DefaultConfig's.
 type Options struct {
 	// Open loads NVML; nil runs without NVML (kernel log and device nodes
 	// only).
@@ -58,7 +56,7 @@ type Options struct {
 	// DCGM reads DCGM's health watches; nil runs without DCGM. The source
 	// outlives the monitor (it remembers whether a host engine answered).
 	DCGM *dcgm.Source
-	// DCGMPeriod is the period of the DCGM checks (default CheckPeriod).
+	// DCGMPeriod is the period of the DCGM checks.
 	DCGMPeriod time.Duration
 }
 
@@ -85,11 +83,12 @@ var (
 // New builds the monitor. It loads nothing: NVML is opened on first use.
 func New(env monitor.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
+	def := DefaultConfig()
 	if opts.CheckPeriod <= 0 {
-		opts.CheckPeriod = DefaultCheckPeriod
+		opts.CheckPeriod = def.CheckInterval.Duration
 	}
 	if opts.DCGMPeriod <= 0 {
-		opts.DCGMPeriod = opts.CheckPeriod
+		opts.DCGMPeriod = def.DCGM.CheckInterval.Duration
 	}
 	return &Monitor{env: env, opts: opts, devices: map[string]deviceState{}}
 }

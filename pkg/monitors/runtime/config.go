@@ -12,13 +12,19 @@ type Config struct {
 	CRISocket string `json:"criSocket,omitempty"`
 	// CRITimeout bounds each CRI call.
 	CRITimeout monitor.Duration `json:"criTimeout,omitempty"`
-	// CheckInterval is the period of the CRI checks.
+	// CheckInterval is the period of the CRI checks (the runtime answers,
+	// no pod stuck terminating). The unresponsive check's threshold counts
+	// checks, so detection takes threshold × this period.
 	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	// DeprecationInterval is the period of the check of containerd's
+	// deprecation warnings: they change only with its config or version.
+	DeprecationInterval monitor.Duration `json:"deprecationInterval,omitempty"`
 }
 
 // DefaultConfig is the section used when the file leaves keys out.
 func DefaultConfig() Config {
-	return Config{Switch: monitor.Enabled(), CRITimeout: monitor.Seconds(2), CheckInterval: monitor.Seconds(15)}
+	return Config{Switch: monitor.Enabled(), CRITimeout: monitor.Seconds(2), CheckInterval: monitor.Seconds(15),
+		DeprecationInterval: monitor.Seconds(600)}
 }
 
 // Validate checks the section.
@@ -26,6 +32,7 @@ func (c Config) Validate(path string) []error {
 	return monitor.Errors(
 		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
 		monitor.MinPeriod(path+".criTimeout", c.CRITimeout),
+		monitor.MinPeriod(path+".deprecationInterval", c.DeprecationInterval),
 		monitor.AbsolutePath(path+".criSocket", c.CRISocket),
 	)
 }
@@ -34,11 +41,12 @@ func (c Config) Validate(path string) []error {
 // these pods.
 func (c Config) Options(node string, pods PodLister) Options {
 	return Options{
-		SocketPath:       c.CRISocket,
-		CallTimeout:      c.CRITimeout.Duration,
-		ResponsivePeriod: c.CheckInterval.Duration,
-		StuckPodPeriod:   c.CheckInterval.Duration,
-		NodeName:         node,
-		Pods:             pods,
+		SocketPath:        c.CRISocket,
+		CallTimeout:       c.CRITimeout.Duration,
+		ResponsivePeriod:  c.CheckInterval.Duration,
+		StuckPodPeriod:    c.CheckInterval.Duration,
+		DeprecationPeriod: c.DeprecationInterval.Duration,
+		NodeName:          node,
+		Pods:              pods,
 	}
 }

@@ -30,9 +30,6 @@ import (
 // deprecationWindow is how recent a deprecation's last use must be.
 const deprecationWindow = time.Hour
 
-// DefaultDeprecationPeriod is the period of the deprecation check.
-const DefaultDeprecationPeriod = 10 * time.Minute
-
 // deprecation is one warning of the introspection API.
 type deprecation struct {
 	ID, Message string

@@ -74,10 +74,12 @@ func run(t *testing.T, c monitor.Check) ([]monitor.Finding, error) {
 }
 
 func TestChecks(t *testing.T) {
+	// A zero option takes the config's default, the one place it is written.
+	def := DefaultConfig()
 	m := New(monitor.Env{}, Options{})
-	if got := m.Checks(); len(got) != 2 || got[0].Name != "cri-responsive" || got[0].Period != DefaultResponsivePeriod ||
+	if got := m.Checks(); len(got) != 2 || got[0].Name != "cri-responsive" || got[0].Period != def.CheckInterval.Duration ||
 		!slices.Equal(got[0].Reasons, []string{health.ReasonContainerRuntimeUnresponsive}) ||
-		got[1].Name != "containerd-deprecations" || got[1].Period != DefaultDeprecationPeriod ||
+		got[1].Name != "containerd-deprecations" || got[1].Period != def.DeprecationInterval.Duration ||
 		!slices.Equal(got[1].Reasons, []string{health.ReasonDeprecatedContainerdConfiguration}) {
 		t.Errorf("without a pod lister: %+v", got)
 	}
@@ -92,7 +94,7 @@ func TestChecks(t *testing.T) {
 		!slices.Equal(got[2].Reasons, []string{health.ReasonPodStuckTerminating}) {
 		t.Errorf("with a pod lister: %+v", got)
 	}
-	if m.cri.path != DefaultSocketPath || m.cri.timeout != DefaultCallTimeout {
+	if m.cri.path != DefaultSocketPath || m.cri.timeout != def.CRITimeout.Duration {
 		t.Errorf("defaults: path %q timeout %v", m.cri.path, m.cri.timeout)
 	}
 	m = New(monitor.Env{HostRoot: "/host"}, Options{SocketPath: "unix:///run/crio/crio.sock"})

@@ -36,19 +36,17 @@ import (
 // Name is the registry name of the monitor.
 const Name = "containerRuntime"
 
-// Defaults of Options.
-const (
-	DefaultSocketPath       = "/run/containerd/containerd.sock"
-	DefaultCallTimeout      = 2 * time.Second
-	DefaultResponsivePeriod = 30 * time.Second
-	DefaultStuckPodPeriod   = time.Minute
-)
+// DefaultSocketPath is containerd's CRI socket, watched when none is
+// configured.
+const DefaultSocketPath = "/run/containerd/containerd.sock"
 
 // PodLister returns the pods bound to this node, from the API server's cache
 // (an informer on spec.nodeName). It must not block on the network.
 type PodLister func() ([]*corev1.Pod, error)
 
-// Options configure the monitor. Zero values take the defaults.
+// Options configure the monitor; Config.Options builds them from the config
+// section. A zero timeout or period takes the one of DefaultConfig, the only
+// place the defaults are written.
 type Options struct {
 	// SocketPath is the host path of the CRI socket, read under Env.HostRoot.
 	// A "unix://" prefix (the kubelet's endpoint form) is accepted.
@@ -104,18 +102,7 @@ func New(env monitor.Env, opts Options) *Monitor {
 		opts.SocketPath = DefaultSocketPath
 	}
 	opts.SocketPath = strings.TrimPrefix(opts.SocketPath, "unix://")
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = DefaultCallTimeout
-	}
-	if opts.ResponsivePeriod <= 0 {
-		opts.ResponsivePeriod = DefaultResponsivePeriod
-	}
-	if opts.StuckPodPeriod <= 0 {
-		opts.StuckPodPeriod = DefaultStuckPodPeriod
-	}
-	if opts.DeprecationPeriod <= 0 {
-		opts.DeprecationPeriod = DefaultDeprecationPeriod
-	}
+	monitor.FillDefaults(&opts, DefaultConfig().Options("", nil))
 	m := &Monitor{
 		env:      env,
 		clock:    env.Clock,

@@ -20,13 +20,17 @@ type Config struct {
 	ProbeDir string `json:"probeDir,omitempty"`
 	// ProbeTimeout bounds the write probe and every statfs and NVMe ioctl.
 	ProbeTimeout monitor.Duration `json:"probeTimeout,omitempty"`
+	// XFSInterval is the period of the XFS free space check: long, because
+	// free space fragmentation builds up over days and each check reads
+	// every XFS filesystem's free space btrees.
+	XFSInterval monitor.Duration `json:"xfsInterval,omitempty"`
 }
 
 // DefaultConfig is the section used when the file leaves keys out. Only an
 // absent filesystems list takes the default: "filesystems: []" watches none.
 func DefaultConfig() Config {
-	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Duration{Duration: DefaultPeriod},
-		ProbeTimeout: monitor.Duration{Duration: DefaultProbeTimeout}, Filesystems: DefaultFilesystems(), ProbeDir: DefaultProbeDir}
+	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Seconds(30), ProbeTimeout: monitor.Seconds(10),
+		XFSInterval: monitor.Seconds(600), Filesystems: DefaultFilesystems(), ProbeDir: "/var/lib/nodemend/probe"}
 }
 
 // Validate checks the section.
@@ -34,6 +38,7 @@ func (c Config) Validate(path string) []error {
 	errs := monitor.Errors(
 		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
 		monitor.MinPeriod(path+".probeTimeout", c.ProbeTimeout),
+		monitor.MinPeriod(path+".xfsInterval", c.XFSInterval),
 		monitor.NotLonger(path+".probeTimeout", c.ProbeTimeout, c.CheckInterval),
 	)
 	for i, p := range c.Filesystems {
@@ -54,5 +59,6 @@ func (c Config) Options() Options {
 		Filesystems:  c.Filesystems,
 		ProbeDir:     c.ProbeDir,
 		ProbeTimeout: c.ProbeTimeout.Duration,
+		XFSPeriod:    c.XFSInterval.Duration,
 	}
 }

@@ -26,17 +26,6 @@ import (
 // Name is the registry monitor name.
 const Name = "storage"
 
-// Defaults of Options.
-const (
-	DefaultPeriod       = 30 * time.Second
-	DefaultProbeTimeout = 10 * time.Second
-	// DefaultProbeDir is the agent's own directory for the write probe.
-	DefaultProbeDir = "/var/lib/nodemend/probe"
-	// DefaultXFSPeriod is long: free space fragmentation builds up over
-	// days, and each check reads every XFS filesystem's free space btrees.
-	DefaultXFSPeriod = 10 * time.Minute
-)
-
 // DefaultFilesystems are the host paths whose filesystems the node depends
 // on: the root, the kubelet's directory and containerd's. A path that does
 // not exist on a node (CRI-O's nodes have no /var/lib/containerd) stands for
@@ -45,12 +34,14 @@ func DefaultFilesystems() []string {
 	return []string{"/", "/var/lib/kubelet", "/var/lib/containerd"}
 }
 
-// Options configure the monitor. Zero values take the defaults.
+// Options configure the monitor; Config.Options builds them from the config
+// section. A zero period, timeout or directory, and a nil list, take the one
+// of DefaultConfig, the only place the defaults are written.
 type Options struct {
 	// Period is the period of every check.
 	Period time.Duration
 	// Filesystems are host paths whose filesystems must stay writable and
-	// not fill up; nil means DefaultFilesystems.
+	// not fill up.
 	Filesystems []string
 	// ProbeDir is where the write probe writes, a host path the agent owns.
 	ProbeDir string
@@ -96,23 +87,9 @@ var _ monitor.Monitor = (*Monitor)(nil)
 // New builds the storage monitor. It touches nothing until its checks run.
 func New(env monitor.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
-	if opts.Period <= 0 {
-		opts.Period = DefaultPeriod
-	}
-	if opts.Filesystems == nil {
-		opts.Filesystems = DefaultFilesystems()
-	}
-	if opts.ProbeDir == "" {
-		opts.ProbeDir = DefaultProbeDir
-	}
-	if opts.ProbeTimeout <= 0 {
-		opts.ProbeTimeout = DefaultProbeTimeout
-	}
+	monitor.FillDefaults(&opts, DefaultConfig().Options())
 	if opts.LogPages == nil {
 		opts.LogPages = NVMeAdmin{}
-	}
-	if opts.XFSPeriod <= 0 {
-		opts.XFSPeriod = DefaultXFSPeriod
 	}
 	if opts.FreeSpace == nil {
 		opts.FreeSpace = XFSDB{HostRoot: env.HostRoot}
