@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
+	"nodemend.dev/nodemend/internal/mendclient"
 )
 
 // TestBundleHasTheInstanceMetadata: the simulation's agents read AWS's EC2
@@ -34,7 +34,7 @@ func TestBundleHasTheInstanceMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd, err := ndclient.New(cluster.Config)
+	nd, err := mendclient.New(cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/coreclient"
+	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 )
 
 // TestDiagnosticsHook: an agent started with DiagnosticsOptions serves its
@@ -53,7 +53,7 @@ func TestDiagnosticsHook(t *testing.T) {
 // of this package's other tests has none) and an agent serving the
 // NodeDiagnostics of node over root, with cfg appended to the file journal
 // config; mut adjusts the agent's options.
-func startDiagnosticsAgent(t *testing.T, node string, root *hostroot.Root, cfg string, mut func(*Options)) (*testenv.Env, *ndclient.Client) {
+func startDiagnosticsAgent(t *testing.T, node string, root *hostroot.Root, cfg string, mut func(*Options)) (*testenv.Env, *mendclient.Client) {
 	t.Helper()
 	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds")}})
 	if err != nil {
@@ -87,7 +87,7 @@ func startDiagnosticsAgent(t *testing.T, node string, root *hostroot.Root, cfg s
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	nd, err := ndclient.New(env.Config)
+	nd, err := mendclient.New(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

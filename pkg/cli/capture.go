@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/pkg/cli/termsafe"
 	"nodemend.dev/nodemend/pkg/diagnostics"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/pcap"
 )
 
@@ -138,9 +138,9 @@ func (o *captureOptions) run(ctx context.Context, g *Global, s Streams, node str
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	need := []Access{
-		{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to request the capture"},
-		{Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to follow its progress"},
-		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to stop and clean up"},
+		{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: mendclient.Resource, Why: "to request the capture"},
+		{Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: mendclient.Resource, Why: "to follow its progress"},
+		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: mendclient.Resource, Why: "to stop and clean up"},
 		{Verb: "get", Resource: "nodes", Why: "to find the node"},
 	}
 	if !o.uploading() {

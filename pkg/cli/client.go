@@ -20,7 +20,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/coreclient"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
+	"nodemend.dev/nodemend/internal/mendclient"
 )
 
 // Global holds the kubeconfig flags every command shares (--kubeconfig,
@@ -46,7 +46,7 @@ func (g *Global) Palette(w io.Writer) Palette { return PaletteFor(w, ColorMode(g
 type Clients struct {
 	Config *rest.Config
 	Core   kubernetes.Interface
-	ND     *ndclient.Client
+	ND     *mendclient.Client
 	// Bulk is Core speaking protobuf, for the large lists of status and
 	// explain (thousands of Nodes, Pods, Events): several times less to
 	// decode than JSON.
@@ -81,7 +81,7 @@ func (g *Global) Clients() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	nd, err := ndclient.New(cfg)
+	nd, err := mendclient.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -230,7 +230,7 @@ func fakeAgent(t *testing.T, node string, set func(*v1alpha1.NodeDiagnosticStatu
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			list, err := nd.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(ndclient.NodeNameField, node).String()})
+			list, err := nd.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(mendclient.NodeNameField, node).String()})
 			if err == nil {
 				for i := range list.Items {
 					obj := &list.Items[i]

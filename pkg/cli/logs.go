@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/pkg/cli/termsafe"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 )
 
 // managedBy labels the objects kubectl-mend creates.
@@ -181,10 +181,10 @@ func (o *logsOptions) run(ctx context.Context, g *Global, s Streams, args []stri
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	need := []Access{
-		{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to request a bundle"},
-		{Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to follow its progress"},
-		{Verb: "list", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to reuse a recent bundle"},
-		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: ndclient.Resource, Why: "to clean up"},
+		{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: mendclient.Resource, Why: "to request a bundle"},
+		{Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: mendclient.Resource, Why: "to follow its progress"},
+		{Verb: "list", Group: v1alpha1.GroupVersion.Group, Resource: mendclient.Resource, Why: "to reuse a recent bundle"},
+		{Verb: "delete", Group: v1alpha1.GroupVersion.Group, Resource: mendclient.Resource, Why: "to clean up"},
 		{Verb: "get", Resource: "nodes", Why: "to find the nodes"},
 	}
 	if !o.uploading() {
@@ -350,7 +350,7 @@ func (o *logsOptions) obtain(ctx context.Context, c *Clients, prog *Progress, no
 	if !o.fresh && !o.uploading() {
 		list, err := c.ND.List(ctx, metav1.ListOptions{
 			LabelSelector: managedByLabel + "=" + managedBy,
-			FieldSelector: fields.OneTermEqualSelector(ndclient.NodeNameField, node).String(),
+			FieldSelector: fields.OneTermEqualSelector(mendclient.NodeNameField, node).String(),
 		})
 		if err != nil {
 			return nil, Explain(err, "listing nodediagnostics")

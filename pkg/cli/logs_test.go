@@ -28,12 +28,12 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/coreclient"
+	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/diagnostics"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/upload"
 )
 
@@ -42,7 +42,7 @@ var (
 	core kubernetes.Interface
 	// agentCore is the agents' client.
 	agentCore *coreclient.Client
-	nd        *ndclient.Client
+	nd        *mendclient.Client
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 		if agentCore, err = coreclient.New(cfg); err != nil {
 			return err
 		}
-		nd, err = ndclient.New(cfg)
+		nd, err = mendclient.New(cfg)
 		return err
 	})
 }

@@ -35,11 +35,11 @@ import (
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/coreclient"
+	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/pcap"
 	"nodemend.dev/nodemend/pkg/diagnostics/upload"
 )
@@ -124,7 +124,7 @@ type Options struct {
 // Runner serves the NodeDiagnostics of one node.
 type Runner struct {
 	opts     Options
-	nd       *ndclient.Client
+	nd       *mendclient.Client
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
 
@@ -201,7 +201,7 @@ func New(opts Options) (*Runner, error) {
 	if opts.Collectors == nil {
 		opts.Collectors = collectors.For
 	}
-	nd, err := ndclient.New(opts.Config)
+	nd, err := mendclient.New(opts.Config)
 	if err != nil {
 		return nil, err
 	}

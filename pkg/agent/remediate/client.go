@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/diagnostics/ndclient"
+	"nodemend.dev/nodemend/internal/mendclient"
 )
 
 // resource is the NodeRemediations' plural resource name.
@@ -17,7 +17,7 @@ const resource = "noderemediations"
 
 // orders reads and writes NodeRemediations: client-go's REST client with a
 // private scheme of nodemend's kinds, as the agent's other clients are
-// (internal/coreclient, ndclient). The dynamic client would link client-go's
+// (internal/coreclient, internal/mendclient). The dynamic client would link client-go's
 // apply machinery into the agent and convert every object through
 // unstructured maps both ways (docs/agent.md#footprint).
 type orders struct {
@@ -25,7 +25,7 @@ type orders struct {
 }
 
 func newOrders(cfg *rest.Config) (*orders, error) {
-	rc, err := ndclient.RESTClient(cfg)
+	rc, err := mendclient.RESTClient(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
-// Package ndclient is a small typed REST client for NodeDiagnostics, shared
-// by the agent and kubectl-mend (no code generator, no controller-runtime
-// manager in the agent).
-package ndclient
+// Package mendclient is the client of nodemend.dev's API group: a small typed
+// client for NodeDiagnostics (the agent and kubectl-mend) and the REST client
+// the agent's NodeRemediation runner reads and writes its orders with. No
+// code generator, no controller-runtime manager in the agent.
+package mendclient
 
 import (
 	"context"
