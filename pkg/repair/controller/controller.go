@@ -217,6 +217,11 @@ type Reconciler struct {
 	conflicts conflictRetries
 	// drains are the drain turns (pkg/repair/slots).
 	drains *slots.Slots
+	// breaker keeps the pool and zone gates from latching or stampeding
+	// (pkg/repair/gate.Breaker): the due nodes a gate held start, once
+	// their group is back under its threshold, one drain slot at a time,
+	// oldest first.
+	breaker *gate.Breaker
 }
 
 type blockedAt struct {
@@ -256,6 +261,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		inflight:  map[string]inflight{},
 		blocked:   map[string]blockedAt{},
 		drains:    slots.New(opts.MaxConcurrentDrains),
+		breaker:   gate.NewBreaker(),
 	}
 	r.backends = backends.Table(backends.Deps{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()})
 	if opts.Registerer != nil {

@@ -78,6 +78,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 			}
 		}
 		r.cancelWake(node.Name)
+		r.leaveBacklog(node.Name, now)
 		if r.dedupe.first(node.Name, keyActionNone, pol.Name) {
 			log.Info("node unhealthy; its policy's action is None, so it is only counted", "policy", pol.Name)
 		}
@@ -100,12 +101,18 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		request = workflow.RepairNowAt(st.RepairRequest, now)
 	}
 	if !expired {
+		r.leaveBacklog(node.Name, now) // a policy's toleration grew: not due any more
 		r.wakeAt(node.Name, asmt.NextExpiry())
 		return reconcile.Result{}, nil
 	}
 	d, grp, err := r.decide(ctx, node, st, pol, set, now)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if !r.opts.DryRun {
+		// A dry run drains nothing, so it takes no drain slot and keeps
+		// no backlog: it reports what the gates alone decide.
+		d = r.meter(ctx, node.Name, grp, trigger, pol, d, now)
 	}
 	if !d.Allowed {
 		r.block(ctx, node, d, grp)
@@ -137,6 +144,8 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		return reconcile.Result{}, err
 	}
 	r.track(started, st)
+	r.breaker.Forget(node.Name)
+	r.wakeHeads(grp.keys(), now)
 	// Decide first: the drain is a later reconcile, queued behind the
 	// decisions already due, so that a storm's nodes are all tainted
 	// before any worker spends its time on drains.
@@ -151,6 +160,46 @@ type group struct {
 }
 
 func (g group) zoneKey() string { return "zone/" + g.zone }
+
+// keys are the breaker's names for g's pool and zone: the same strings as
+// the blocked gauge's.
+func (g group) keys() []string {
+	if g.zone == "" {
+		return []string{g.pool.String()}
+	}
+	return []string{g.pool.String(), g.zoneKey()}
+}
+
+// meter passes the gates' decision d for a due node through the breaker
+// (pkg/repair/gate.Breaker). Over a threshold the node waits in its
+// groups' backlog, due since its toleration passed; back under, the
+// backlog's oldest node starts when it takes its drain slot (the slot the
+// drain that follows the start then holds), the others wait their turn. A
+// vetoed node leaves the backlog: it is a person's to hold, and must not
+// hold the others back.
+func (r *Reconciler) meter(ctx context.Context, node string, g group, trigger unhealthy.Finding, pol policy.Policy, d gate.Decision, now time.Time) gate.Decision {
+	if d.Gate == gate.Veto {
+		r.leaveBacklog(node, now)
+		return d
+	}
+	due := trigger.Expires
+	if due.IsZero() || due.After(now) {
+		due = now // a person's repair-now: due from the request
+	}
+	return r.breaker.Admit(node, g.keys(), due, d, func() bool { return r.drainTurn(ctx, node, pol, now) })
+}
+
+// wakeHeads wakes the nodes whose turn it is in the backlogs of keys (all
+// backlogs for nil): after a start, and when a drain slot frees, so that a
+// backlog drains at the slots' rate rather than at its recheck interval.
+func (r *Reconciler) wakeHeads(keys []string, now time.Time) {
+	if keys == nil {
+		keys = r.breaker.Groups()
+	}
+	for _, n := range r.breaker.Heads(keys) {
+		r.wakeAt(n, now)
+	}
+}
 
 // decide runs the gates for a node whose toleration has passed. The fleet is
 // counted from the cache at the moment of the decision.

@@ -322,7 +322,15 @@ func blockedEvent(regarding runtime.Object, subject, key string, d gate.Decision
 	if g != nil && (d.Gate == gate.Pool || d.Gate == gate.Zone) {
 		rec.Pool = poolOf(g.pool)
 	}
-	return event{regarding: regarding, eventType: corev1.EventTypeWarning, reason: history.Blocked, action: "Gate",
+	// The breaker's hold is its own action: the events library folds an
+	// event into the series of an earlier one with the same reason and
+	// action whatever its note says, and "back under, waiting its turn"
+	// must not read as the pool's "over" it follows.
+	action := "Gate"
+	if d.Gate == gate.Metered {
+		action = "Meter"
+	}
+	return event{regarding: regarding, eventType: corev1.EventTypeWarning, reason: history.Blocked, action: action,
 		note: fmt.Sprintf("%s; re-checking every %s", d.Message, recheck), record: rec, once: &onceKey{subject, key}}
 }
 

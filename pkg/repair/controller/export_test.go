@@ -61,3 +61,7 @@ func (r *Reconciler) TerminateStale(ctx context.Context, node *corev1.Node) erro
 	_, err = r.terminate(ctx, node, st, r.opts.Clock.Now(), false)
 	return err
 }
+
+// Backlog is the breaker's backlog of the group key (a pool's key, or
+// "zone/" and the zone), oldest first.
+func (r *Reconciler) Backlog(key string) []string { return r.breaker.Backlog(key) }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -146,6 +147,20 @@ func (r *Reconciler) forget(name string) {
 	r.cancelWake(name)
 	r.unblock(name)
 	r.dedupe.forget(name)
+	r.leaveBacklog(name, r.opts.Clock.Now())
+}
+
+// leaveBacklog takes a node that is not (or no longer) due out of the
+// breaker's backlogs, and out of the drain queue it may have joined while
+// its turn came (gate.Breaker.Admit's acquire). A healthy node is
+// reconciled at every status change: only one that waited wakes anyone.
+func (r *Reconciler) leaveBacklog(name string, now time.Time) {
+	waited := r.breaker.Forget(name)
+	if r.drains.Has(name) {
+		r.releaseDrain(name, now)
+	} else if waited {
+		r.wakeHeads(nil, now)
+	}
 }
 
 // after runs the test hook.

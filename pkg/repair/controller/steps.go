@@ -193,6 +193,7 @@ func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.St
 func (r *Reconciler) gone(ctx context.Context, name string) {
 	r.cancelWake(name)
 	r.unblock(name)
+	r.breaker.Forget(name)
 	r.releaseDrain(name, r.opts.Clock.Now())
 	r.mu.Lock()
 	inf, ok := r.inflight[name]
@@ -230,4 +231,6 @@ func (r *Reconciler) releaseDrain(node string, now time.Time) {
 	for _, n := range r.drains.Release(node) {
 		r.wakeAt(n, now)
 	}
+	// A freed slot is the next waiting repair's, wherever it waits.
+	r.wakeHeads(nil, now)
 }

@@ -94,11 +94,13 @@ func (b *Breaker) Admit(node string, keys []string, due time.Time, d Decision, a
 }
 
 // Forget takes node out of every backlog: it started, recovered, was
-// vetoed or is gone. An emptied backlog ends its group's metering.
-func (b *Breaker) Forget(node string) {
+// vetoed or is gone. An emptied backlog ends its group's metering. It
+// reports whether node was waiting in one (then the heads may have
+// changed).
+func (b *Breaker) Forget(node string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.forgetLocked(node)
+	return b.forgetLocked(node)
 }
 
 // Waiting is how many nodes group key's backlog holds.
@@ -111,13 +113,18 @@ func (b *Breaker) Waiting(key string) int {
 	return 0
 }
 
-func (b *Breaker) forgetLocked(node string) {
+func (b *Breaker) forgetLocked(node string) bool {
+	was := false
 	for k, g := range b.groups {
-		delete(g.due, node)
+		if g.has(node) {
+			was = true
+			delete(g.due, node)
+		}
 		if len(g.due) == 0 {
 			delete(b.groups, k)
 		}
 	}
+	return was
 }
 
 func (b *Breaker) group(key string) *backlog {
@@ -155,6 +162,18 @@ func (b *Breaker) Heads(keys []string) []string {
 			out = append(out, l[0])
 		}
 	}
+	return out
+}
+
+// Groups are the keys of the groups that have a backlog now, sorted.
+func (b *Breaker) Groups() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]string, 0, len(b.groups))
+	for k := range b.groups {
+		out = append(out, k)
+	}
+	slices.Sort(out)
 	return out
 }
 

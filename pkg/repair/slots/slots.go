@@ -94,6 +94,14 @@ func (s *Slots) fill() []string {
 	}
 }
 
+// Has reports whether node holds a slot or waits for one.
+func (s *Slots) Has(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, held := s.held[node]
+	return held || slices.ContainsFunc(s.waiting, func(w waiter) bool { return w.node == node })
+}
+
 // Draining is the number of slots held.
 func (s *Slots) Draining() int {
 	s.mu.Lock()
