@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/bytecount"
 	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/pkg/cli/termsafe"
 	"nodemend.dev/nodemend/pkg/diagnostics"
@@ -226,28 +227,28 @@ func (o *captureOptions) capture(ctx context.Context, c *Clients, prog *Progress
 		return "", "", err
 	}
 	st := done.Status.PacketCapture
-	summary := fmt.Sprintf("%d packets, %s captured", st.Packets, HumanBytes(st.CapturedBytes))
+	summary := fmt.Sprintf("%d packets, %s captured", st.Packets, bytecount.Human(st.CapturedBytes))
 	if st.Truncated {
 		summary += ", stopped early"
 	}
 	if o.post != nil {
-		return "uploaded", fmt.Sprintf("%d chunks (%s) to s3://%s/%s; %s", st.ChunksUploaded, HumanBytes(st.SizeBytes), o.s3.bucket, o.s3Prefix, summary), nil
+		return "uploaded", fmt.Sprintf("%d chunks (%s) to s3://%s/%s; %s", st.ChunksUploaded, bytecount.Human(st.SizeBytes), o.s3.bucket, o.s3Prefix, summary), nil
 	}
 	if len(o.uploadURLs) > 0 {
-		return "uploaded", fmt.Sprintf("%d chunks (%s) to %s; %s", st.ChunksUploaded, HumanBytes(st.SizeBytes), hostOf(o.uploadURLs[0]), summary), nil
+		return "uploaded", fmt.Sprintf("%d chunks (%s) to %s; %s", st.ChunksUploaded, bytecount.Human(st.SizeBytes), hostOf(o.uploadURLs[0]), summary), nil
 	}
 	dir, path, err := o.path(node, st)
 	if err != nil {
 		return "", "", err
 	}
-	prog.Update(node, "downloading", "%s (%s)", st.FileName, HumanBytes(st.SizeBytes))
+	prog.Update(node, "downloading", "%s (%s)", st.FileName, bytecount.Human(st.SizeBytes))
 	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, dir, path, func(n int64) {
-		prog.Tick(node, "downloading", "%s / %s", HumanBytes(n), HumanBytes(st.SizeBytes))
+		prog.Tick(node, "downloading", "%s / %s", bytecount.Human(n), bytecount.Human(st.SizeBytes))
 	}, "use --upload-url")
 	if err != nil {
 		return "", "", err
 	}
-	return "saved", fmt.Sprintf("%s (%s; %s); open it with Wireshark, or: zcat %s | tcpdump -nr -", path, HumanBytes(st.SizeBytes), summary, path), nil
+	return "saved", fmt.Sprintf("%s (%s; %s); open it with Wireshark, or: zcat %s | tcpdump -nr -", path, bytecount.Human(st.SizeBytes), summary, path), nil
 }
 
 // path is where the capture is saved, and the directory it is saved in
@@ -285,7 +286,7 @@ func (o *captureOptions) wait(ctx context.Context, c *Clients, prog *Progress, n
 			if st.StartTime != nil {
 				left = fmt.Sprintf(", %v left", max(time.Until(st.StartTime.Add(o.duration)).Round(time.Second), 0))
 			}
-			detail := fmt.Sprintf("%d packets, %s (%s compressed)%s", st.Packets, HumanBytes(st.CapturedBytes), HumanBytes(st.SizeBytes), left)
+			detail := fmt.Sprintf("%d packets, %s (%s compressed)%s", st.Packets, bytecount.Human(st.CapturedBytes), bytecount.Human(st.SizeBytes), left)
 			if st.ChunksUploaded > 0 {
 				detail += fmt.Sprintf(", %d chunks uploaded", st.ChunksUploaded)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"nodemend.dev/nodemend/internal/bytecount"
 	"nodemend.dev/nodemend/internal/textcut"
 
 	"github.com/spf13/cobra"
@@ -312,10 +314,10 @@ func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node
 	}
 	st := done.Status.LogCapture
 	if o.uploadURL != "" {
-		return "uploaded", fmt.Sprintf("%s (%s)", hostOf(o.uploadURL), HumanBytes(st.SizeBytes)), nil
+		return "uploaded", fmt.Sprintf("%s (%s)", hostOf(o.uploadURL), bytecount.Human(st.SizeBytes)), nil
 	}
 	if key, ok := o.s3Keys[node]; ok {
-		return "uploaded", fmt.Sprintf("s3://%s/%s (%s)", o.s3.bucket, key, HumanBytes(st.SizeBytes)), nil
+		return "uploaded", fmt.Sprintf("s3://%s/%s (%s)", o.s3.bucket, key, bytecount.Human(st.SizeBytes)), nil
 	}
 	path, err := o.download(ctx, c, prog, node, st)
 	if err != nil {
@@ -335,12 +337,17 @@ func (o *logsOptions) node(ctx context.Context, c *Clients, prog *Progress, node
 			note += "; result " + gpath
 		}
 	}
-	return "saved", fmt.Sprintf("%s (%s%s)", path, HumanBytes(st.SizeBytes), note), nil
+	return "saved", fmt.Sprintf("%s (%s%s)", path, bytecount.Human(st.SizeBytes), note), nil
 }
 
-func hostOf(u string) string {
-	h := strings.TrimPrefix(u, "https://")
-	return strings.SplitN(h, "/", 2)[0]
+// hostOf is the host of an upload URL, to tell where a bundle went without
+// printing its signed query.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "the upload URL"
+	}
+	return u.Host
 }
 
 // obtain reuses a recent completed bundle of the same request still on the
@@ -503,9 +510,9 @@ func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, 
 		// subdomain: no separators, no "..").
 		path = filepath.Join(o.outputDir, node+"-logs.tar.gz")
 	}
-	prog.Update(node, "downloading", "%s (%s)", st.FileName, HumanBytes(st.SizeBytes))
+	prog.Update(node, "downloading", "%s (%s)", st.FileName, bytecount.Human(st.SizeBytes))
 	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, o.outputDir, path, func(done int64) {
-		prog.Tick(node, "downloading", "%s / %s", HumanBytes(done), HumanBytes(st.SizeBytes))
+		prog.Tick(node, "downloading", "%s / %s", bytecount.Human(done), bytecount.Human(st.SizeBytes))
 	}, "use --upload-url")
 	return path, err
 }
@@ -521,7 +528,7 @@ func (o *logsOptions) downloadGPUResult(ctx context.Context, c *Clients, prog *P
 		// kubectl ekslogs-like flat name beside NODE-logs.tar.gz.
 		path = filepath.Join(o.outputDir, node+"-gpu-diagnostic.json")
 	}
-	prog.Update(node, "downloading", "%s (%s)", g.FileName, HumanBytes(g.SizeBytes))
+	prog.Update(node, "downloading", "%s (%s)", g.FileName, bytecount.Human(g.SizeBytes))
 	return path, fetchNodeFile(ctx, c, node, g.FileName, g.SizeBytes, o.outputDir, path, func(int64) {}, "use --upload-url")
 }
 

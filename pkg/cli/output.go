@@ -73,19 +73,6 @@ func (p *Progress) Finish(node, phase string, failed bool, format string, args .
 // Close shows the final state and the summary.
 func (p *Progress) Close() { p.b.Close() }
 
-// HumanBytes formats a size for people.
-func HumanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // Output formats shared by status, timeline and explain.
 const (
 	OutputTable = ""

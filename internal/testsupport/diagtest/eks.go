@@ -3,7 +3,7 @@ package diagtest
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"net/url"
 	"testing"
 
 	"nodemend.dev/nodemend/pkg/diagnostics/command"
@@ -127,4 +127,11 @@ func (h *Host) AddEKS(t testing.TB) *EKS {
 	return &EKS{IPAMDIntrospection: hostPort(introSrv.URL), IPAMDMetrics: hostPort(metricsSrv.URL)}
 }
 
-func hostPort(u string) string { return strings.TrimPrefix(u, "http://") }
+// hostPort is the host:port of a test server's URL.
+func hostPort(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		panic(err) // httptest's own URL
+	}
+	return u.Host
+}

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path"
 	"time"
+
+	"nodemend.dev/nodemend/internal/bytecount"
 )
 
 // Reserve is kept free under the cap for the manifest, the tar trailer and
@@ -26,7 +28,7 @@ const truncatedMarker = "\n[nodemend: the bundle reached its size cap here; the 
 type Writer struct {
 	root     string
 	maxBytes int64
-	out      *countingWriter
+	out      *bytecount.Writer
 	gz       *gzip.Writer
 	tw       *tar.Writer
 	modTime  time.Time
@@ -48,7 +50,7 @@ type Options struct {
 
 // New starts a bundle on w.
 func New(w io.Writer, opts Options) *Writer {
-	cw := &countingWriter{w: w}
+	cw := &bytecount.Writer{W: w}
 	// BestSpeed: bundling time matters more than the last 15% of size, and
 	// text logs still compress 5-10x.
 	gz, _ := gzip.NewWriterLevel(cw, gzip.BestSpeed)
@@ -62,7 +64,7 @@ func New(w io.Writer, opts Options) *Writer {
 func (b *Writer) Full() bool { return b.full }
 
 func (b *Writer) overCap() bool {
-	return b.maxBytes > 0 && b.out.n >= b.maxBytes-Reserve
+	return b.maxBytes > 0 && b.out.N >= b.maxBytes-Reserve
 }
 
 // ErrFull is returned by Add for an entry left out because of the cap.
@@ -182,14 +184,3 @@ func (b *Writer) Close(manifest any) error {
 
 // ManifestName is the manifest's name in the bundle's root directory.
 const ManifestName = "manifest.json"
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"nodemend.dev/nodemend/internal/bytecount"
 )
 
 // The pcap file format (the libpcap "savefile", draft-ietf-opsawg-pcap): a
@@ -77,22 +79,11 @@ func (c *Chunker) Stats() Stats {
 // chunk is the file being written.
 type chunk struct {
 	f     *os.File
-	count *countingWriter
+	count *bytecount.Writer
 	buf   *bufio.Writer
 	gz    *gzip.Writer
 	part  string
 	final string
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func (c *Chunker) open(i int, header []byte) (*chunk, error) {
@@ -103,7 +94,7 @@ func (c *Chunker) open(i int, header []byte) (*chunk, error) {
 		return nil, err
 	}
 	ch := &chunk{f: f, part: part, final: final}
-	ch.count = &countingWriter{w: f}
+	ch.count = &bytecount.Writer{W: f}
 	ch.buf = bufio.NewWriterSize(ch.count, 64<<10)
 	// BestSpeed: packets are compressed on the node, next to its workload;
 	// the ratio on packet data differs little between levels, the CPU a lot.
@@ -121,7 +112,7 @@ func (c *Chunker) open(i int, header []byte) (*chunk, error) {
 
 // size is the compressed size so far: what reached bufio (the file's size
 // once flushed); the compressor holds back at most one block.
-func (ch *chunk) size() int64 { return ch.count.n + int64(ch.buf.Buffered()) }
+func (ch *chunk) size() int64 { return ch.count.N + int64(ch.buf.Buffered()) }
 
 func (ch *chunk) close() error {
 	err := ch.gz.Close()
@@ -236,7 +227,7 @@ func (c *Chunker) finish(ch *chunk) error {
 	err := ch.close()
 	c.mu.Lock()
 	if err == nil {
-		c.closed += ch.count.n
+		c.closed += ch.count.N
 	}
 	c.stats.Written = c.closed
 	c.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/internal/bytecount"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -269,7 +270,7 @@ func evalSpace(us []usage, threshold float64, now time.Time) []monitor.Finding {
 		}
 		var what []string
 		if u.BlocksPct >= threshold {
-			what = append(what, fmt.Sprintf("%.1f%% of its space is used (%s of %s available)", u.BlocksPct, bytesIEC(u.AvailBytes), bytesIEC(u.TotalBytes)))
+			what = append(what, fmt.Sprintf("%.1f%% of its space is used (%s of %s available)", u.BlocksPct, bytecount.Human(u.AvailBytes), bytecount.Human(u.TotalBytes)))
 		}
 		if u.InodesPct >= threshold {
 			what = append(what, fmt.Sprintf("%.1f%% of its inodes are used (%d of %d free)", u.InodesPct, u.InodesFree, u.InodesTotal))
@@ -286,18 +287,4 @@ func evalSpace(us []usage, threshold float64, now time.Time) []monitor.Finding {
 		})
 	}
 	return fs
-}
-
-// bytesIEC formats n as df -h does.
-func bytesIEC(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := uint64(unit), 0
-	for v := n / unit; v >= unit; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

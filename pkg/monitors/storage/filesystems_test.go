@@ -208,9 +208,9 @@ func TestEvalSpace(t *testing.T) {
 		want string
 	}{
 		{"healthy", st(1000, 700, 650, 1000, 900), ""},
-		{"space at 80% (reserved blocks count as used, like df)", st(1050, 250, 200, 1000, 900), "80.0% of its space is used (800.0KiB of 4.1MiB available)"},
+		{"space at 80% (reserved blocks count as used, like df)", st(1050, 250, 200, 1000, 900), "80.0% of its space is used (800.0 KiB of 4.1 MiB available)"},
 		{"inodes at 90%", st(1000, 700, 650, 1000, 100), "90.0% of its inodes are used (100 of 1000 free)"},
-		{"both", st(1000, 50, 0, 1000, 0), "100.0% of its space is used (0B of 3.9MiB available) and 100.0% of its inodes are used"},
+		{"both", st(1000, 50, 0, 1000, 0), "100.0% of its space is used (0 B of 3.9 MiB available) and 100.0% of its inodes are used"},
 		{"a filesystem without inode accounting (btrfs reports 0)", st(1000, 700, 650, 0, 0), ""},
 		{"pseudo filesystem", st(0, 0, 0, 0, 0), ""},
 	} {
