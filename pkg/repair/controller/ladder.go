@@ -117,19 +117,6 @@ func shortAction(a v1alpha1.LadderAction) string {
 	return string(a)
 }
 
-// orderDeadline is how long the agent may take to start an order: a third
-// of the attempt's timeout, but long enough that an agent with the default
-// clock-skew bound still has v1alpha1.OrderActWindow to start it (it refuses
-// an order whose deadline is nearer than the bound), and always short of the
-// timeout, so that an order is dead before the ladder moves on without it.
-// The shortest timeout the API admits (1m) gives 50 s.
-func orderDeadline(a ladder.Attempt) int64 {
-	timeout := a.Timeout.Duration
-	d := max(timeout/3, v1alpha1.DefaultMaxClockSkew+v1alpha1.OrderActWindow)
-	d = min(d, timeout-10*time.Second, time.Hour)
-	return max(int64(d/time.Second), 10)
-}
-
 // remediate follows an ordered attempt: the order is created (once), then
 // judged on what the Node and the order show.
 func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
@@ -142,8 +129,11 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 	switch {
 	case apierrors.IsNotFound(err):
 		order = nil
-		if now.Before(a.Deadline()) {
-			if err := r.createOrder(ctx, node, st, a); err != nil {
+		// Created once, within the order's life as the attempt started
+		// it: one found missing late (a restart) never outlives its
+		// attempt (pkg/repair/ladder.OrderSeconds).
+		if secs, ok := ladder.OrderSeconds(a, now); ok {
+			if err := r.createOrder(ctx, node, st, a, secs); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
@@ -179,7 +169,7 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 // createOrder creates the attempt's NodeRemediation unless it exists: the
 // name is the decision's, so a second try (after a crash, or by another
 // leader) finds it instead of ordering again.
-func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st workflow.State, a ladder.Attempt) error {
+func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st workflow.State, a ladder.Attempt, deadlineSeconds int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -193,7 +183,7 @@ func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st work
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 		}}},
 		Spec: v1alpha1.NodeRemediationSpec{NodeName: node.Name, Action: host, BootID: a.BootID, Reason: trigger.String(), Trigger: &trigger,
-			ActiveDeadlineSeconds: orderDeadline(a)},
+			ActiveDeadlineSeconds: deadlineSeconds},
 	}
 	err := r.client.Create(ctx, o)
 	if apierrors.IsAlreadyExists(err) {
@@ -299,23 +289,17 @@ func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st work
 		}
 		return r.release(ctx, node, st, "released by "+who)
 	}
-	if pol.QuarantineHealthyFor <= 0 {
-		return reconcile.Result{}, nil
-	}
-	switch {
-	case healthy && st.HealthySince.IsZero():
-		if _, err := r.write(ctx, node, st.Record, workflow.WithHealthySince(st.Record, now), true); err != nil {
-			return reconcile.Result{}, err
-		}
-		r.wakeAt(node.Name, now.Add(pol.QuarantineHealthyFor))
-	case healthy && !now.Before(st.HealthySince.Add(pol.QuarantineHealthyFor)):
+	hold := ladder.Quarantined(healthy, st.HealthySince.Time, pol.QuarantineHealthyFor, now)
+	if hold.Release {
 		return r.release(ctx, node, st, fmt.Sprintf("healthy for %s", pol.QuarantineHealthyFor))
-	case healthy:
-		r.wakeAt(node.Name, st.HealthySince.Add(pol.QuarantineHealthyFor))
-	case !st.HealthySince.IsZero():
-		if _, err := r.write(ctx, node, st.Record, workflow.WithHealthySince(st.Record, time.Time{}), true); err != nil {
+	}
+	if !hold.HealthySince.Equal(st.HealthySince.Time) {
+		if _, err := r.write(ctx, node, st.Record, workflow.WithHealthySince(st.Record, hold.HealthySince), true); err != nil {
 			return reconcile.Result{}, err
 		}
+	}
+	if !hold.Wake.IsZero() {
+		r.wakeAt(node.Name, hold.Wake)
 	}
 	return reconcile.Result{}, nil
 }
