@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"nodemend.dev/nodemend/internal/bytecount"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/redact"
 )
@@ -107,7 +108,7 @@ func copyHostFile(ctx context.Context, out *collect.Output, rel, path string, ta
 				dst.Close()
 				return err
 			}
-			dst.Note(fmt.Sprintf("last %s of %s", human(kept), human(size)))
+			dst.Note(fmt.Sprintf("last %s of %s", bytecount.Human(kept), bytecount.Human(size)))
 			src = io.LimitReader(br, kept)
 		} else {
 			// A log that grows while it is copied is copied as it was.
@@ -229,18 +230,6 @@ func (e *Env) readHost(rel string) (string, error) {
 
 // isNotExist reports a missing file, also behind a wrapped error.
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
-func human(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
 
 // table formats rows as aligned columns.
 func table(header []string, rows [][]string) []byte {

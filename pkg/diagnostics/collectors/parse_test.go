@@ -130,9 +130,6 @@ func TestSmallParsers(t *testing.T) {
 	if got := neighState(0x02 | 0x80); got != "REACHABLE,PERMANENT" {
 		t.Errorf("neighState = %q", got)
 	}
-	if got := unescapeOctal(`/a\040b\`); got != `/a b\` {
-		t.Errorf("unescapeOctal = %q", got)
-	}
 }
 
 func TestFormatCmdline(t *testing.T) {

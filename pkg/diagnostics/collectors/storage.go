@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"nodemend.dev/nodemend/internal/bytecount"
+	"nodemend.dev/nodemend/internal/mountinfo"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 )
 
@@ -31,41 +33,18 @@ type mount struct {
 	point, fstype, source, options string
 }
 
-// parseMountinfo reads /proc/<pid>/mountinfo (proc(5)): "36 35 98:0 /mnt1
-// /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue". Octal
-// escapes (\040 for a space) in paths are decoded.
+// parseMountinfo reads /proc/<pid>/mountinfo, leaving out the lines it
+// cannot read: a bundle shows what it can.
 func parseMountinfo(s string) []mount {
 	var out []mount
 	for _, l := range strings.Split(s, "\n") {
-		pre, post, ok := strings.Cut(l, " - ")
-		if !ok {
+		e, err := mountinfo.ParseLine(l)
+		if err != nil {
 			continue
 		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 6 || len(g) < 2 {
-			continue
-		}
-		out = append(out, mount{point: unescapeOctal(f[4]), options: f[5], fstype: g[0], source: unescapeOctal(g[1])})
+		out = append(out, mount{point: e.Point, options: strings.Join(e.MountOptions, ","), fstype: e.FSType, source: e.Source})
 	}
 	return out
-}
-
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // diskFilesystems are the mounts whose usage matters: real and tmpfs
@@ -112,7 +91,7 @@ func formatFilesystems(ms []mount, usage map[string]fsUsage, errs map[string]err
 		if u.inodes > 0 {
 			ipct = fmt.Sprintf("%.0f%%", 100*float64(u.inodes-u.ifree)/float64(u.inodes))
 		}
-		rows = append(rows, []string{m.point, m.fstype, m.source, human(int64(u.size)), human(int64(u.used)), human(int64(u.avail)), pct, ipct})
+		rows = append(rows, []string{m.point, m.fstype, m.source, bytecount.Human(int64(u.size)), bytecount.Human(int64(u.used)), bytecount.Human(int64(u.avail)), pct, ipct})
 	}
 	return table([]string{"MOUNT", "TYPE", "SOURCE", "SIZE", "USED", "AVAIL", "USE", "INODES_USED"}, rows)
 }
@@ -160,7 +139,7 @@ func formatBlock(ds []blockDev) []byte {
 		return "no"
 	}
 	for _, d := range ds {
-		rows = append(rows, []string{d.name, human(d.sectors * 512), yn(d.rotational), yn(d.readOnly), yn(d.removable),
+		rows = append(rows, []string{d.name, bytecount.Human(d.sectors * 512), yn(d.rotational), yn(d.readOnly), yn(d.removable),
 			strings.TrimSpace(d.vendor + " " + d.model), d.scheduler})
 	}
 	return table([]string{"NAME", "SIZE", "ROTATIONAL", "RO", "REMOVABLE", "MODEL", "SCHEDULER"}, rows)

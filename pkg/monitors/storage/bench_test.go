@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"nodemend.dev/nodemend/internal/mountinfo"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkParseMountinfo(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := parseMountinfo(data); err != nil {
+		if _, err := mountinfo.Parse(data); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/bytecount"
+	"nodemend.dev/nodemend/internal/mountinfo"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -29,7 +30,7 @@ const mountinfoPath = "proc/1/mountinfo"
 // fsView is one configured path and the mount that holds it.
 type fsView struct {
 	Path  string
-	Mount mountEntry
+	Mount mountinfo.Entry
 	// Device is the kernel's name of the block device ("nvme0n1p1",
 	// "dm-0"), "" for filesystems without one (tmpfs, overlay, NFS).
 	Device string
@@ -86,7 +87,7 @@ func (m *Monitor) readViews() ([]fsView, error) {
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := parseMountinfo(data)
+	mounts, err := mountinfo.Parse(data)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func (m *Monitor) readViews() ([]fsView, error) {
 // deviceName is the kernel name of a mount's block device: DEVNAME from
 // sysfs (the name kernel messages use, e.g. dm-0 for /dev/mapper/root),
 // else the source's base name when it is a /dev path.
-func (m *Monitor) deviceName(mt mountEntry) string {
+func (m *Monitor) deviceName(mt mountinfo.Entry) string {
 	if mt.Major == 0 {
 		return "" // anonymous device: tmpfs, overlay, NFS, ...
 	}

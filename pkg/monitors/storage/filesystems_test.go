@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/internal/mountinfo"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/health"
 )
@@ -27,7 +28,7 @@ const realMountinfo = `22 1 259:1 / / rw,noatime shared:1 - xfs /dev/nvme0n1p1 r
 `
 
 func TestParseMountinfo(t *testing.T) {
-	ms, err := parseMountinfo([]byte(realMountinfo))
+	ms, err := mountinfo.Parse([]byte(realMountinfo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,18 +72,8 @@ func TestParseMountinfo(t *testing.T) {
 		"22 1 259:1 / relative rw - xfs /dev/x rw",          // relative mount point
 		"22 1 259:1 / / rw shared:1 master:2 xfs /dev/x rw", // no separator
 	} {
-		if _, err := parseMountinfo([]byte(bad + "\n")); err == nil {
+		if _, err := mountinfo.Parse([]byte(bad + "\n")); err == nil {
 			t.Errorf("%q: want an error", bad)
-		}
-	}
-}
-
-func TestUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{
-		`/mnt/a\040b`: "/mnt/a b", `/x\011y\012z\134w`: "/x\ty\nz\\w", `/plain`: "/plain", `/trail\04`: `/trail\04`, `/big\777`: `/big\777`,
-	} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package storage
 import (
 	"strings"
 	"testing"
+
+	"nodemend.dev/nodemend/internal/mountinfo"
 )
 
 func FuzzParseMountinfo(f *testing.F) {
@@ -10,7 +12,7 @@ func FuzzParseMountinfo(f *testing.F) {
 	f.Add([]byte("1 0 0:1 / / rw - rootfs rootfs rw\n"))
 	f.Add([]byte("52 22 0:45 / /mnt/my\\040data rw shared:30 master:2 - nfs4 srv:/ rw\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ms, err := parseMountinfo(data)
+		ms, err := mountinfo.Parse(data)
 		if err != nil {
 			return
 		}

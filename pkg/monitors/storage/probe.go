@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/internal/mountinfo"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -107,7 +108,7 @@ func (m *Monitor) probeDeviceIOs(ctx context.Context) (uint64, bool) {
 		if err != nil {
 			return 0, err
 		}
-		mounts, err := parseMountinfo(data)
+		mounts, err := mountinfo.Parse(data)
 		if err != nil {
 			return 0, err
 		}
@@ -180,12 +181,12 @@ const selfMountinfo = "/proc/self/mountinfo"
 // host directory bind-mounted read-only into the agent's container. A write
 // refused there (EROFS) is the agent's deployment, not the host's
 // filesystem; the host's own read-only remount shows in the superblock.
-func agentOnlyReadOnly(mountinfo, dir string) (bool, error) {
-	data, err := os.ReadFile(mountinfo)
+func agentOnlyReadOnly(table, dir string) (bool, error) {
+	data, err := os.ReadFile(table)
 	if err != nil {
 		return false, err
 	}
-	ms, err := parseMountinfo(data)
+	ms, err := mountinfo.Parse(data)
 	if err != nil {
 		return false, err
 	}

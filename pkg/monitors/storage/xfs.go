@@ -16,6 +16,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/childproc"
+	"nodemend.dev/nodemend/internal/mountinfo"
 	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
@@ -143,7 +144,7 @@ func (m *Monitor) xfsDevices() ([]xfsDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := parseMountinfo(data)
+	mounts, err := mountinfo.Parse(data)
 	if err != nil {
 		return nil, err
 	}

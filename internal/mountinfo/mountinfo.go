@@ -1,4 +1,7 @@
-package storage
+// Package mountinfo reads /proc/<pid>/mountinfo, the mount table as a
+// process sees it: the storage monitor's checks and the bundle's filesystem
+// report read it with this one parser.
+package mountinfo
 
 import (
 	"bufio"
@@ -11,12 +14,12 @@ import (
 	"nodemend.dev/nodemend/internal/textcut"
 )
 
-// mountEntry is one line of /proc/<pid>/mountinfo
+// Entry is one line of /proc/<pid>/mountinfo
 // (Documentation/filesystems/proc.rst, "3.5 /proc/<pid>/mountinfo"):
 //
 //	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
 //	(1)(2)(3)   (4)   (5)      (6)      (7)   (8) (9)   (10)         (11)
-type mountEntry struct {
+type Entry struct {
 	Major, Minor int
 	// Point is the mount point, unescaped.
 	Point string
@@ -28,18 +31,17 @@ type mountEntry struct {
 	FSType, Source             string
 }
 
-// readOnly reports whether opts has "ro".
-func readOnly(opts []string) bool { return slices.Contains(opts, "ro") }
+// maxLine bounds one line; mount points are at most PATH_MAX.
+const maxLine = 64 << 10
 
-// maxMountinfoLine bounds one line; mount points are at most PATH_MAX.
-const maxMountinfoLine = 64 << 10
-
-// parseMountinfo parses a mountinfo file. Malformed lines are an error:
+// Parse parses a mountinfo file. Malformed lines are an error:
 // the kernel never writes them, so the file is not what we think it is.
-func parseMountinfo(data []byte) ([]mountEntry, error) {
-	var out []mountEntry
+// A reader that prefers what it can read (a bundle) calls ParseLine on each
+// line instead.
+func Parse(data []byte) ([]Entry, error) {
+	var out []Entry
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), maxMountinfoLine)
+	sc.Buffer(make([]byte, 0, 4096), maxLine)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -47,7 +49,7 @@ func parseMountinfo(data []byte) ([]mountEntry, error) {
 		if line == "" {
 			continue
 		}
-		e, err := parseMountinfoLine(line)
+		e, err := ParseLine(line)
 		if err != nil {
 			return nil, fmt.Errorf("mountinfo line %d: %w", n, err)
 		}
@@ -59,34 +61,35 @@ func parseMountinfo(data []byte) ([]mountEntry, error) {
 	return out, nil
 }
 
-func parseMountinfoLine(line string) (mountEntry, error) {
+// ParseLine parses one line of a mountinfo file.
+func ParseLine(line string) (Entry, error) {
 	f := strings.Split(line, " ")
 	sep := slices.Index(f, "-")
 	if sep < 6 || len(f) < sep+4 {
-		return mountEntry{}, fmt.Errorf("malformed %q: want 6+ fields, '-', 3 fields", textcut.Ellipsis(line, quoteLimit))
+		return Entry{}, fmt.Errorf("malformed %q: want 6+ fields, '-', 3 fields", textcut.Ellipsis(line, quoteLimit))
 	}
-	var e mountEntry
+	var e Entry
 	maj, min, ok := strings.Cut(f[2], ":")
 	var err1, err2 error
 	e.Major, err1 = strconv.Atoi(maj)
 	e.Minor, err2 = strconv.Atoi(min)
 	if !ok || err1 != nil || err2 != nil || e.Major < 0 || e.Minor < 0 {
-		return mountEntry{}, fmt.Errorf("malformed device %q", textcut.Ellipsis(f[2], quoteLimit))
+		return Entry{}, fmt.Errorf("malformed device %q", textcut.Ellipsis(f[2], quoteLimit))
 	}
-	e.Point = unescapeOctal(f[4])
+	e.Point = Unescape(f[4])
 	if !strings.HasPrefix(e.Point, "/") {
-		return mountEntry{}, fmt.Errorf("mount point %q is not absolute", textcut.Ellipsis(e.Point, quoteLimit))
+		return Entry{}, fmt.Errorf("mount point %q is not absolute", textcut.Ellipsis(e.Point, quoteLimit))
 	}
 	e.MountOptions = strings.Split(f[5], ",")
 	e.FSType = f[sep+1]
-	e.Source = unescapeOctal(f[sep+2])
+	e.Source = Unescape(f[sep+2])
 	e.SuperOptions = strings.Split(f[sep+3], ",")
 	return e, nil
 }
 
-// unescapeOctal undoes the kernel's mangle() of paths in mount tables:
+// Unescape undoes the kernel's mangle() of paths in mount tables:
 // space, tab, newline and backslash are written as \ooo.
-func unescapeOctal(s string) string {
+func Unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
@@ -104,30 +107,6 @@ func unescapeOctal(s string) string {
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
-
-// coveringMount returns the index of the mount that holds path: the one
-// with the longest mount point that is path or a parent of it; among
-// mounts stacked on the same point, the last (topmost). -1 when none.
-func coveringMount(mounts []mountEntry, path string) int {
-	best, bestLen := -1, -1
-	for i, m := range mounts {
-		if !under(path, m.Point) {
-			continue
-		}
-		if len(m.Point) >= bestLen {
-			best, bestLen = i, len(m.Point)
-		}
-	}
-	return best
-}
-
-// under reports whether path is dir or below it.
-func under(path, dir string) bool {
-	if dir == "/" {
-		return strings.HasPrefix(path, "/")
-	}
-	return path == dir || strings.HasPrefix(path, dir+"/")
-}
 
 // quoteLimit bounds the bad input an error message quotes: 80 bytes and the
 // cut mark.
