@@ -90,7 +90,7 @@ $NODE_NAME.`,
 	fl.StringSliceVar(&f.rebootCommand, "reboot-command", nil, "argv of the reboot command for --reboot-mechanism=command, comma-separated, run without a shell")
 	fl.BoolVar(&f.acceleratorReset, "accelerator-reset", true, "carry out ResetAccelerator orders with the GPU driver's tool when it is installed (nvidia-smi --gpu-reset, amd-smi reset --gpureset)")
 	fl.DurationVar(&f.maxClockSkew, "max-clock-skew", remediate.DefaultMaxClockSkew, "bound on the difference between this node's clock and the API server's, allowed for when judging an order's deadline")
-	fl.StringVar(&f.cloudMetadata, "cloud-metadata", cloudmeta.Auto, "whose instance metadata service to read for scheduled events (ScheduledMaintenance, SpotInterruption) and bundles: auto (the cloud the Node's providerID names: aws://, gce://), aws, gce, or none")
+	fl.StringVar(&f.cloudMetadata, "cloud-metadata", cloudmeta.Auto, "whose instance metadata service to read for scheduled events (ScheduledMaintenance, SpotInterruption) and bundles: auto (the cloud the Node's providerID names: aws://, gce://, azure://), aws, gce, azure, or none")
 	fl.StringVar(&f.cloudMetadataEndpoint, "cloud-metadata-endpoint", "", "the metadata service's address, http://IP[:port] with a link-local or loopback IP (default: the cloud's own, http://169.254.169.254); tests and the simulation point it at AWS's metadata mock")
 	fl.DurationVar(&f.pageOutAfter, "page-out-startup-after", time.Minute, "this long after start, hand the kernel back the pages of the agent's own binary that start-up alone touched (madvise MADV_PAGEOUT; they come back when used); 0 keeps them resident")
 	return cmd

@@ -9,9 +9,10 @@
 // user data), only on an address given as a literal IP that is link-local
 // (or loopback, where tests and the simulation run AWS's metadata mock), with
 // no proxy, no redirects, short timeouts and bounded answers. Which cloud is
-// asked follows the Node's providerID (aws://, gce://) unless the agent is
-// told; a node on no cloud that answers asks nothing. Done: AWS (EC2 IMDS,
-// IMDSv2) and Google Compute Engine (its metadata server); not Azure IMDS.
+// asked follows the Node's providerID (aws://, gce://, azure://) unless the
+// agent is told; a node on no cloud that answers asks nothing. Done: AWS (EC2
+// IMDS, IMDSv2), Google Compute Engine (its metadata server) and Azure (IMDS
+// and its Scheduled Events). Other clouds' services are not read.
 package cloudmeta
 
 import (
@@ -30,8 +31,9 @@ import (
 
 // Clouds whose metadata services are implemented.
 const (
-	AWS = "aws"
-	GCE = "gce"
+	AWS   = "aws"
+	GCE   = "gce"
+	Azure = "azure"
 )
 
 // The selection values of Config.Cloud besides a cloud's name.
@@ -107,6 +109,10 @@ func CloudOf(providerID string) string {
 		return AWS
 	case "gce":
 		return GCE
+	case "azure":
+		// azure:///subscriptions/…/virtualMachines/NAME, and the scale
+		// set's …/virtualMachineScaleSets/SET/virtualMachines/N.
+		return Azure
 	}
 	return ""
 }
@@ -114,9 +120,10 @@ func CloudOf(providerID string) string {
 // DefaultEndpoint is the cloud's metadata endpoint.
 func DefaultEndpoint(cloud string) string {
 	switch cloud {
-	case AWS, GCE:
+	case AWS, GCE, Azure:
 		// GCE's metadata.google.internal is this address too; a name
-		// is never dialed.
+		// is never dialed. Azure's IMDS is this address (not the
+		// wireserver, 168.63.129.16, which is no metadata service).
 		return "http://169.254.169.254"
 	}
 	return ""
@@ -136,9 +143,9 @@ type Config struct {
 // Validate checks the selection and the endpoint.
 func (c Config) Validate() error {
 	switch c.Cloud {
-	case "", Auto, None, AWS, GCE:
+	case "", Auto, None, AWS, GCE, Azure:
 	default:
-		return fmt.Errorf("cloud %q: want %s, %s, %s or %s", c.Cloud, Auto, None, AWS, GCE)
+		return fmt.Errorf("cloud %q: want %s, %s, %s, %s or %s", c.Cloud, Auto, None, AWS, GCE, Azure)
 	}
 	if c.Endpoint != "" {
 		if _, err := CheckEndpoint(c.Endpoint); err != nil {
@@ -190,6 +197,12 @@ func New(cloud, endpoint string, timeout time.Duration) (Provider, error) {
 			return nil, err
 		}
 		return newGCE(base, newClient(timeout)), nil
+	case Azure:
+		base, err := CheckEndpoint(endpoint)
+		if err != nil {
+			return nil, err
+		}
+		return newAzure(base, newClient(timeout)), nil
 	case None, "":
 		return nil, ErrNoCloud
 	}

@@ -327,7 +327,7 @@ func TestGCEMetadata(t *testing.T) {
 	if evs, err := p2.Events(context.Background()); err != nil || len(evs) != 0 {
 		t.Fatalf("quiet VM: %+v %v", evs, err)
 	}
-	if cloudmeta.CloudOf("gce://my-project/europe-west1-b/node-1") != cloudmeta.GCE || cloudmeta.CloudOf("azure:///subscriptions/x") != "" {
+	if cloudmeta.CloudOf("gce://my-project/europe-west1-b/node-1") != cloudmeta.GCE || cloudmeta.CloudOf("azure:///subscriptions/x") != cloudmeta.Azure || cloudmeta.CloudOf("openstack:///x") != "" {
 		t.Error("CloudOf")
 	}
 }

@@ -61,6 +61,10 @@ func (g *gce) Documents(ctx context.Context) ([]Document, error) {
 		switch {
 		case errors.Is(err, ErrNoCloud) && i == 0:
 			return nil, err // nobody there
+		case errors.Is(err, errNotFound) && i == 0:
+			// Every GCE instance has an ID: this is a web server,
+			// not GCE's metadata server.
+			return nil, fmt.Errorf("%w (no GCE instance metadata)", ErrNoCloud)
 		case errors.Is(err, errNotFound):
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))

@@ -25,7 +25,8 @@ func (m *Monitor) runCloudEvents(ctx context.Context) ([]monitor.Finding, error)
 }
 
 // CloudEventFindings turns the cloud's scheduled events into Warnings:
-// ScheduledMaintenance for a reboot, retirement, stop or maintenance window
+// ScheduledMaintenance for a reboot, retirement, stop, redeployment, freeze
+// or maintenance window
 // (one per event, so two events are two Events), SpotInterruption for a
 // spot instance being reclaimed.
 func CloudEventFindings(evs []cloudmeta.Event, now time.Time) []monitor.Finding {
@@ -74,6 +75,10 @@ func past(action string) string {
 		return "stopped"
 	case "hibernate":
 		return "hibernated"
+	case "preempt":
+		// Azure's Preempt: the spot VM is evicted (deallocated or
+		// deleted, per its eviction policy).
+		return "evicted"
 	}
 	return "interrupted (" + action + ")"
 }
