@@ -30,7 +30,7 @@ const (
 	ReasonExcessiveZombieProcesses = "ExcessiveZombieProcesses"
 	// ReasonClockUnsynchronized: The kernel reports the system clock as unsynchronized (no time source disciplining it).
 	ReasonClockUnsynchronized = "ClockUnsynchronized"
-	// ReasonScheduledMaintenance: The cloud scheduled an event for the instance or its host: a reboot, a retirement, a stop or a maintenance window. The node goes down at the event's start (the message names the event, its code and its window); drain it before then. It stays a Warning whatever happens: the node is healthy until the event, and the cloud replaces or restarts it.
+	// ReasonScheduledMaintenance: The cloud scheduled an event for the instance or its host: a reboot, a retirement, a stop, a redeployment, a freeze or a maintenance window. The node goes down at the event's start (the message names the event, its code and its window); drain it before then. It stays a Warning whatever happens: the node is healthy until the event, and the cloud replaces or restarts it.
 	ReasonScheduledMaintenance = "ScheduledMaintenance"
 	// ReasonSpotInterruption: The cloud is reclaiming the spot (preemptible) instance: it will be terminated, stopped or hibernated at the time in the message, usually two minutes after the notice. A Warning, not a Fatal condition: there is nothing to repair, and no time to.
 	ReasonSpotInterruption = "SpotInterruption"
@@ -427,13 +427,13 @@ func reasons() []Reason {
 		},
 		{
 			Name: "ScheduledMaintenance", Condition: "KernelReady", Severity: "Warning", Source: "check",
-			Description: "The cloud scheduled an event for the instance or its host: a reboot, a retirement, a stop or a maintenance window. The node goes down at the event's start (the message names the event, its code and its window); drain it before then. It stays a Warning whatever happens: the node is healthy until the event, and the cloud replaces or restarts it.",
-			Detects:     "the active events of the instance metadata service (AWS IMDS meta-data/events/maintenance/scheduled; completed and canceled events are not reported), read every check interval where the Node's providerID names a cloud whose metadata service the agent reads (--cloud-metadata)",
+			Description: "The cloud scheduled an event for the instance or its host: a reboot, a retirement, a stop, a redeployment, a freeze or a maintenance window. The node goes down at the event's start (the message names the event, its code and its window); drain it before then. It stays a Warning whatever happens: the node is healthy until the event, and the cloud replaces or restarts it.",
+			Detects:     "the active events of the instance metadata service (AWS IMDS meta-data/events/maintenance/scheduled, completed and canceled events not reported; GCE instance/maintenance-event other than NONE; Azure Scheduled Events of type Reboot, Redeploy, Freeze or Terminate that name this VM), read every check interval where the Node's providerID names a cloud whose metadata service the agent reads (--cloud-metadata)",
 		},
 		{
 			Name: "SpotInterruption", Condition: "KernelReady", Severity: "Warning", Source: "check",
 			Description: "The cloud is reclaiming the spot (preemptible) instance: it will be terminated, stopped or hibernated at the time in the message, usually two minutes after the notice. A Warning, not a Fatal condition: there is nothing to repair, and no time to.",
-			Detects:     "the spot interruption notice of the instance metadata service (AWS IMDS meta-data/spot/instance-action), read every check interval as for ScheduledMaintenance",
+			Detects:     "the spot interruption notice of the instance metadata service (AWS IMDS meta-data/spot/instance-action; GCE instance/preempted TRUE; an Azure Scheduled Event of type Preempt), read every check interval as for ScheduledMaintenance",
 		},
 		{
 			Name: "LargeEnvironment", Condition: "KernelReady", Severity: "Warning", Source: "check",

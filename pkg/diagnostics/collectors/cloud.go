@@ -14,8 +14,9 @@ import (
 
 // cloudMetadata writes the instance's metadata (identity, placement, image,
 // network interfaces, scheduled events) as the cloud's metadata service
-// answers it, one file per path under cloud/<cloud>/, and a summary a human
-// reads first. A node on no cloud that answers gets nothing but the skip
+// answers it, one file per path under cloud/<cloud>/ (cloud/aws/meta-data/…,
+// cloud/gce/instance/…, cloud/azure/metadata/instance), and a summary a
+// human reads first. A node on no cloud that answers gets nothing but the skip
 // note in the manifest.
 func cloudMetadata(e *Env) collect.Collector {
 	return collect.Collector{Name: "base/cloud-metadata", Category: catBase, Run: func(ctx context.Context, out *collect.Output) error {
@@ -88,6 +89,7 @@ func instanceSummary(cloud string, docs map[string][]byte) []byte {
 			fmt.Fprintf(&b, "scheduled event:   %s %s from %s (%s)\n", ev.Code, ev.ID, ev.NotBefore.UTC().Format("2006-01-02T15:04:05Z"), ev.Description)
 		}
 	}
+	azureSummary(&b, docs)
 	if raw, ok := docs["meta-data/spot/instance-action"]; ok {
 		var a struct{ Action, Time string }
 		if json.Unmarshal(raw, &a) == nil {
@@ -95,4 +97,41 @@ func instanceSummary(cloud string, docs map[string][]byte) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// azureSummary adds Azure's identity and scheduled events: its instance
+// document is one JSON object, not a path per value.
+func azureSummary(b *bytes.Buffer, docs map[string][]byte) {
+	raw, ok := docs["metadata/instance"]
+	if !ok {
+		return
+	}
+	var inst struct {
+		Compute struct {
+			VMID, Name, VMSize, Location, Zone, Priority, VMScaleSetName, ResourceID string
+		}
+	}
+	if json.Unmarshal(raw, &inst) != nil {
+		return
+	}
+	c := inst.Compute
+	for _, f := range []struct{ label, v string }{
+		{"vm-id", c.VMID}, {"name", c.Name}, {"vm-size", c.VMSize}, {"location", c.Location}, {"zone", c.Zone},
+		{"priority", c.Priority}, {"scale-set", c.VMScaleSetName}, {"resource-id", c.ResourceID},
+	} {
+		if f.v != "" {
+			fmt.Fprintf(b, "%-18s %s\n", f.label+":", f.v)
+		}
+	}
+	evs, err := cloudmeta.ParseAzureScheduledEvents(docs["metadata/scheduledevents"], c.Name)
+	if err != nil {
+		return
+	}
+	for _, ev := range evs {
+		when := "now"
+		if !ev.NotBefore.IsZero() {
+			when = "from " + ev.NotBefore.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Fprintf(b, "scheduled event:   %s %s %s (%s)\n", ev.Code, ev.ID, when, ev.Description)
+	}
 }
