@@ -111,7 +111,32 @@ type NodeRepairPolicySpec struct {
 	// itself.
 	// +optional
 	Quarantine *QuarantinePolicy `json:"quarantine,omitempty"`
+
+	// ControlPlane says whether the selected nodes are repaired when they
+	// are control-plane nodes: they carry the control-plane role label, or
+	// run an etcd member or a kube-apiserver as a static pod. Skip (the
+	// default) leaves them alone, with a NodeRepairBlocked event saying
+	// why: on a self-managed cluster, taking such a node down can cost the
+	// API or etcd's quorum. Repair repairs them as Cluster API's
+	// KubeadmControlPlane remediates: one at a time cluster-wide, never the
+	// last Ready one, and an etcd member only while the other members keep
+	// quorum (docs/repair.md, Control-plane nodes).
+	// +optional
+	ControlPlane ControlPlaneMode `json:"controlPlane,omitempty"`
 }
+
+// ControlPlaneMode says whether control-plane nodes are repaired.
+//
+// +kubebuilder:validation:Enum=Skip;Repair
+type ControlPlaneMode string
+
+const (
+	// ControlPlaneSkip: control-plane nodes are not repaired (default).
+	ControlPlaneSkip ControlPlaneMode = "Skip"
+	// ControlPlaneRepair: control-plane nodes are repaired, one at a time,
+	// never the last Ready one, etcd members only while quorum holds.
+	ControlPlaneRepair ControlPlaneMode = "Repair"
+)
 
 // LadderRung is one rung of a ladder.
 type LadderRung struct {

@@ -243,8 +243,10 @@ func (o *explainOptions) node(ctx context.Context, c *Clients, name string) (exp
 	if node == nil {
 		return explain.Report{}, fmt.Errorf("node %q not found (for a node that is gone: kubectl mend timeline %s)", name, name)
 	}
-	rep := fleet.Assess(f.input(o.controller, o.now()))
-	in := explain.NodeInput{Node: node, PauseConfigMap: o.controller.namespace + "/" + o.controller.pauseConfigMap}
+	fin := f.input(o.controller, o.now())
+	rep := fleet.Assess(fin)
+	in := explain.NodeInput{Node: node, PauseConfigMap: o.controller.namespace + "/" + o.controller.pauseConfigMap,
+		RepairsControlPlane: fin.Policies.For(node.Labels).RepairControlPlane}
 	for _, row := range rep.Nodes {
 		if row.Name == name {
 			in.Repair = row

@@ -13,6 +13,7 @@ import (
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/repair/controlplane"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
@@ -41,6 +42,9 @@ type NodeInput struct {
 	// served at all.
 	NodeClaims []NodeClaim
 	Karpenter  bool
+	// RepairsControlPlane: the node's NodeRepairPolicy opts control-plane
+	// nodes in (spec.controlPlane: Repair).
+	RepairsControlPlane bool
 }
 
 // Node explains a node that is not ready, unhealthy, or not repaired or
@@ -56,6 +60,7 @@ func Node(in NodeInput) Report {
 	}
 	fs = append(fs, conditionFindings(n)...)
 	fs = append(fs, repairFindings(in)...)
+	fs = append(fs, controlPlaneFindings(in)...)
 	fs = append(fs, disruptionFindings(in)...)
 	fs = append(fs, agentWarnings(in.Events)...)
 	if len(fs) == 0 {
@@ -133,6 +138,8 @@ func gateFindings(in NodeInput) []Finding {
 	case gate.Pause:
 		return []Finding{{Cause: "repairs are paused cluster-wide: " + row.Detail,
 			Fix: "delete the pause ConfigMap " + in.PauseConfigMap + " when repairs may resume", Source: src, Blocking: true}}
+	case gate.ControlPlane:
+		return nil // controlPlaneFindings
 	case gate.Pool, gate.Zone:
 		what := "pool " + in.Pool.Name
 		if row.Gate == gate.Zone {
@@ -144,6 +151,34 @@ func gateFindings(in NodeInput) []Finding {
 			Source:   src, Blocking: true}}
 	}
 	return nil
+}
+
+// controlPlaneFindings say why a control-plane node (its role label, or
+// the etcd or kube-apiserver static pod it runs) is not repaired: not at
+// all unless its policy opts it in, and then only one at a time, never the
+// last Ready one, an etcd member only while quorum holds — the controller's
+// latest word on it as evidence.
+func controlPlaneFindings(in NodeInput) []Finding {
+	role := controlplane.RoleOf(in.Node, in.Pods)
+	if !role.Any() {
+		return nil
+	}
+	held := in.Repair.State == fleet.Due || in.Repair.State == fleet.Blocked
+	f := Finding{Source: eventlog.Controller, Blocking: held}
+	if !in.RepairsControlPlane {
+		f.Cause = fmt.Sprintf("%s is a control-plane node (%s): nodemend does not repair control-plane nodes unless their NodeRepairPolicy opts them in", in.Node.Name, role)
+		f.Fix = "repair it by hand, or set spec.controlPlane: Repair in the NodeRepairPolicy " + in.Repair.Policy +
+			" (then one at a time cluster-wide, never the last Ready one, an etcd member only while the other members keep quorum)"
+	} else {
+		f.Cause = fmt.Sprintf("%s is a control-plane node (%s); policy %s repairs control-plane nodes one at a time, never the last Ready one, an etcd member only while the other members keep quorum", in.Node.Name, role, in.Repair.Policy)
+		f.Fix = "nothing, unless the controller's event below holds it: then repair the other control-plane nodes or etcd members first"
+		f.Blocking = false
+	}
+	if e, ok := eventlog.Latest(in.Events, eventlog.Controller, history.Blocked); ok && strings.Contains(e.Message, "is a control-plane node") {
+		f.Evidence = append(f.Evidence, e.Message)
+		f.Blocking = f.Blocking || held
+	}
+	return []Finding{f}
 }
 
 // disruptionFindings name what stops a drain, Karpenter's consolidation or

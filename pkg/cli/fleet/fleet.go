@@ -19,6 +19,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/repair/controlplane"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -284,6 +285,11 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 		}
 	}
 	d := gate.Decide(gi)
+	if role := controlplane.RoleOf(n, nil); d.Allowed && role.Any() && !pn.policy.RepairControlPlane {
+		// The role label alone (the static pods are not read here; the
+		// controller and kubectl mend explain read them).
+		d = gate.Decision{Gate: gate.ControlPlane, Message: controlplane.Decide(controlplane.Input{Node: n.Name, Role: role, Policy: pn.policy.Name}).Message}
+	}
 	if !d.Allowed {
 		row.State, row.Gate, row.Detail = Blocked, d.Gate, d.Message
 		return row

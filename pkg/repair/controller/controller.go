@@ -142,6 +142,10 @@ type Options struct {
 	AfterStep func(ctx context.Context, node string, step Step) error
 	// SkipNameValidation allows several controllers in one process (tests).
 	SkipNameValidation bool
+	// EtcdHealth says whether etcd answers, before an etcd member's node
+	// is repaired (a policy with controlPlane: Repair). Nil: the API
+	// server's /readyz/etcd (APIServerEtcdHealth).
+	EtcdHealth EtcdHealth
 }
 
 func (o *Options) defaults() error {
@@ -222,6 +226,11 @@ type Reconciler struct {
 	// their group is back under its threshold, one drain slot at a time,
 	// oldest first.
 	breaker *gate.Breaker
+	// etcd is Options.EtcdHealth (controlplane.go).
+	etcd EtcdHealth
+	// controlPlaneMu makes opted-in control-plane nodes' decisions one at
+	// a time, each up to its start (controlplane.go).
+	controlPlaneMu sync.Mutex
 }
 
 type blockedAt struct {
@@ -262,6 +271,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		blocked:   map[string]blockedAt{},
 		drains:    slots.New(opts.MaxConcurrentDrains),
 		breaker:   gate.NewBreaker(),
+		etcd:      opts.EtcdHealth,
+	}
+	if r.etcd == nil {
+		r.etcd = APIServerEtcdHealth{REST: cs.Discovery().RESTClient()}
 	}
 	r.backends = backends.Table(backends.Deps{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()})
 	if opts.Registerer != nil {
@@ -287,6 +300,18 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		}
 	}
 
+	// kube-system's pods (the cache holds no others, NewManager), indexed
+	// by node for the control-plane gate's static pods; watched without a
+	// handler so that the cache has them before the first decision.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("indexing pods by node: %w", err)
+	}
+
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&corev1.Node{}).
@@ -296,6 +321,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 				return o.GetNamespace() == opts.Namespace && o.GetName() == opts.PauseConfigMap
 			}))).
 		WatchesRawSource(source.Func(r.startWake)).
+		Watches(&corev1.Pod{}, handler.Funcs{}).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			SkipNameValidation:      &opts.SkipNameValidation,

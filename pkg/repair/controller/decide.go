@@ -105,7 +105,8 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		r.wakeAt(node.Name, asmt.NextExpiry())
 		return reconcile.Result{}, nil
 	}
-	d, grp, err := r.decide(ctx, node, st, pol, set, now)
+	d, grp, release, err := r.decide(ctx, node, st, pol, set, now)
+	defer release()
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -202,26 +203,40 @@ func (r *Reconciler) wakeHeads(keys []string, now time.Time) {
 }
 
 // decide runs the gates for a node whose toleration has passed. The fleet is
-// counted from the cache at the moment of the decision.
-func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, now time.Time) (gate.Decision, group, error) {
+// counted from the cache at the moment of the decision. The caller calls
+// release once the repair's start is written (or not started): an
+// opted-in control-plane node's decision holds the others' until then.
+func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, now time.Time) (_ gate.Decision, _ group, release func(), _ error) {
+	release = noRelease
 	in := gate.Input{Vetoed: st.Vetoed, Veto: st.Veto, MaxUnhealthy: pol.MaxUnhealthy}
 	var err error
 	if in.Paused, in.PauseReason, err = r.paused(ctx); err != nil {
-		return gate.Decision{}, group{}, err
+		return gate.Decision{}, group{}, release, err
 	}
 	lookup, err := r.machineLookup(ctx)
 	if err != nil {
-		return gate.Decision{}, group{}, err
+		return gate.Decision{}, group{}, release, err
 	}
 	g := group{pool: r.pools.Of(node, lookup), zone: node.Labels[pool.ZoneLabel]}
+	var cp gate.Decision
 	if !in.Vetoed && !in.Paused {
+		if cp, release, err = r.controlPlaneGate(ctx, node, pol); err != nil || !cp.Allowed {
+			return cp, g, release, err
+		}
 		in.Pool, in.Zone, err = r.count(ctx, node, g, set, lookup)
 		if err != nil {
-			return gate.Decision{}, group{}, err
+			release()
+			return gate.Decision{}, group{}, noRelease, err
 		}
 	}
-	return gate.Decide(in), g, nil
+	d := gate.Decide(in)
+	if d.Allowed && cp.Message != "" {
+		d.Message += "; " + cp.Message
+	}
+	return d, g, release, nil
 }
+
+func noRelease() {}
 
 // count counts the nodes of g's pool and zone, and how many of them are
 // unhealthy under their own policy (tolerated or not) or under repair, from

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -83,6 +84,12 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 					Namespaces: map[string]cache.Config{o.Namespace: {}},
 					Field:      fields.OneTermEqualSelector("metadata.name", o.PauseConfigMap),
 				},
+				// kube-system's pods, for the control-plane gate's static
+				// pods (controlplane.go), cut to what it reads.
+				&corev1.Pod{}: {
+					Namespaces: map[string]cache.Config{metav1.NamespaceSystem: {}},
+					Transform:  stripPod,
+				},
 			},
 		},
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -120,6 +127,29 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// stripPod keeps of a kube-system pod what the control-plane gate reads
+// (controlplane.RoleOf, controlplane.MembersOf): its name, labels, the
+// mirror annotation, its node and its Ready condition. A large cluster has
+// a few such pods per node (its DaemonSets'); each is kept in a few
+// hundred bytes.
+func stripPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+		ResourceVersion: p.ResourceVersion, Labels: p.Labels}, Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}}
+	if v, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		out.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return out, nil
 }
 
 // stripNode drops what the controller never reads from cached Nodes: managed

@@ -30,6 +30,10 @@ const (
 	Pause Gate = "Pause"
 	Pool  Gate = "Pool"
 	Zone  Gate = "Zone"
+	// ControlPlane: a control-plane node that its policy does not opt in,
+	// or may not be repaired now (pkg/repair/controlplane; the controller
+	// checks it after the pause, before the pool and zone).
+	ControlPlane Gate = "ControlPlane"
 )
 
 // Group is a counted set of nodes: a pool or a zone.

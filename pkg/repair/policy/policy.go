@@ -70,6 +70,9 @@ type Policy struct {
 	// QuarantineHealthyFor is how long a quarantined node must be healthy
 	// to be released by itself; 0: only a person releases it.
 	QuarantineHealthyFor time.Duration
+	// RepairControlPlane: the policy opts control-plane nodes in
+	// (spec.controlPlane: Repair; pkg/repair/controlplane).
+	RepairControlPlane bool
 }
 
 // Rung is one rung of a ladder, its defaults filled in.
@@ -249,6 +252,13 @@ func FromAPIWith(o *v1alpha1.NodeRepairPolicy, agents AgentQuietPeriods) (Policy
 			return Policy{}, nil, fmt.Errorf("negative quarantine.healthyFor %s", q.HealthyFor.Duration)
 		}
 		p.QuarantineHealthyFor = q.HealthyFor.Duration
+	}
+	switch o.Spec.ControlPlane {
+	case "", v1alpha1.ControlPlaneSkip:
+	case v1alpha1.ControlPlaneRepair:
+		p.RepairControlPlane = true
+	default:
+		return Policy{}, nil, fmt.Errorf("controlPlane %q is not Skip or Repair", o.Spec.ControlPlane)
 	}
 	return p, warnings, nil
 }
