@@ -111,6 +111,13 @@ type RepairRecord struct {
 	// Cordoned: nodemend cordoned the node (it was schedulable before), so
 	// its return to service uncordons it. A person's cordon is left alone.
 	Cordoned bool `json:"cordoned,omitempty"`
+	// OutOfService is when nodemend put Kubernetes' out-of-service taint
+	// (node.kubernetes.io/out-of-service) on the node: the ladder left it
+	// out of service and its kubelet and agent were gone past the drain
+	// deadline (pkg/repair/outofservice). The taint goes when the kubelet
+	// is Ready again, or with the repair. Added in the same version: a
+	// record without it never had the taint put by nodemend.
+	OutOfService metav1.Time `json:"outOfService,omitzero"`
 	// Target is the object the backend deletes to replace the node, set at
 	// the hand-over (phase Terminating).
 	Target *RepairTarget `json:"target,omitempty"`
@@ -230,7 +237,8 @@ func (r RepairRecord) InRepair() bool { return r.Phase != RepairPhaseNone }
 func (r RepairRecord) IsZero() bool {
 	return r.Phase == RepairPhaseNone && len(r.UnhealthySince) == 0 && r.Trigger == nil && r.Policy == "" &&
 		r.Started.IsZero() && r.Drained.IsZero() && r.Failed.IsZero() && r.Rung == nil && r.Ladder == nil &&
-		r.Quarantined.IsZero() && r.HealthySince.IsZero() && !r.Cordoned && r.Target == nil && r.RepairNow == nil
+		r.Quarantined.IsZero() && r.HealthySince.IsZero() && !r.Cordoned && r.Target == nil && r.RepairNow == nil &&
+		r.OutOfService.IsZero()
 }
 
 // Encode is the annotation form of r, with its version set; "" for the
@@ -286,6 +294,9 @@ func (r RepairRecord) Validate() error {
 		if r.Trigger == nil || r.Trigger.Type == "" {
 			bad("phase %s without a trigger", r.Phase)
 		}
+	}
+	if !r.OutOfService.IsZero() && !r.InRepair() {
+		bad("an out-of-service taint recorded without a repair")
 	}
 	if r.Phase == RepairPhaseRemediating && r.Rung == nil {
 		bad("phase %s without a rung attempt", r.Phase)

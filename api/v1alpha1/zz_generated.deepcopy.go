@@ -656,6 +656,7 @@ func (in *RepairRecord) DeepCopyInto(out *RepairRecord) {
 	}
 	in.Quarantined.DeepCopyInto(&out.Quarantined)
 	in.HealthySince.DeepCopyInto(&out.HealthySince)
+	in.OutOfService.DeepCopyInto(&out.OutOfService)
 	if in.Target != nil {
 		in, out := &in.Target, &out.Target
 		*out = new(RepairTarget)

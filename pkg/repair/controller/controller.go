@@ -38,6 +38,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/fleetcount"
 	"nodemend.dev/nodemend/pkg/repair/gate"
+	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/metrics"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/slots"
@@ -142,6 +143,11 @@ type Options struct {
 	AfterStep func(ctx context.Context, node string, step Step) error
 	// SkipNameValidation allows several controllers in one process (tests).
 	SkipNameValidation bool
+	// AgentSilence is how long a node's agent may go without a heartbeat
+	// before the ladder takes it for gone and skips the rungs only the
+	// agent carries out (Reboot, ResetAccelerator). Default
+	// ladder.DefaultAgentSilence; negative: never skip.
+	AgentSilence time.Duration
 	// EtcdHealth says whether etcd answers, before an etcd member's node
 	// is repaired (a policy with controlPlane: Repair). Nil: the API
 	// server's /readyz/etcd (APIServerEtcdHealth).
@@ -160,6 +166,9 @@ func (o *Options) defaults() error {
 	}
 	if o.TerminationTimeout <= 0 {
 		o.TerminationTimeout = 30 * time.Minute
+	}
+	if o.AgentSilence == 0 {
+		o.AgentSilence = ladder.DefaultAgentSilence
 	}
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles

@@ -15,6 +15,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
+	"nodemend.dev/nodemend/pkg/repair/outofservice"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
@@ -278,6 +279,26 @@ func remediationFailedEvent(node *corev1.Node, failed, next ladder.Attempt, why 
 	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.RemediationFailed, action: "Remediate",
 		note:   fmt.Sprintf("%s failed: %s; next: %s", rungNote(failed, rungs), why, rungNote(next, rungs)),
 		record: history.Record{Rung: rungOf(failed, "", "")}}
+}
+
+// rungsSkippedEvent: the node's agent is silent, so the rungs it carries
+// out were skipped. Its own action (Skip), so that the events library does
+// not fold it into an earlier failure's series.
+func rungsSkippedEvent(node *corev1.Node, skipped, next ladder.Attempt, msg string, rungs int) event {
+	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.RemediationFailed, action: "Skip",
+		note:   fmt.Sprintf("%s: %s; next: %s", rungNote(skipped, rungs), msg, rungNote(next, rungs)),
+		record: history.Record{Rung: rungOf(skipped, "", "")}}
+}
+
+// outOfServiceEvent: the out-of-service taint put on a dead node left out
+// of service, or taken off a node whose kubelet is back.
+func outOfServiceEvent(node *corev1.Node, added bool, why string) event {
+	if added {
+		return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.OutOfService, action: "OutOfService",
+			note: "tainted " + outofservice.TaintKey + "=" + outofservice.TaintValue + ":NoExecute: " + why}
+	}
+	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.OutOfServiceLifted, action: "OutOfService",
+		note: outofservice.TaintKey + " taken off: " + why}
 }
 
 // returnedEvent: an attempt was verified; the node is back in service.

@@ -96,6 +96,10 @@ func newHarness(t *testing.T, mutate ...func(*controller.Options)) *harness {
 		// The tests written before the ladder repair plain nodes by
 		// replacement; the ladder's tests turn it off (withLadder).
 		ReplaceUnowned: true,
+		// The tests' agents write their conditions once, where a real one
+		// heartbeats every 5 minutes: only the dead-node tests
+		// (deadnode_test.go) judge its silence.
+		AgentSilence: -1,
 	}
 	for _, m := range mutate {
 		m(&h.opts)

@@ -76,6 +76,11 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 	case v1alpha1.LadderQuarantine:
 		return r.quarantine(ctx, node, st, a, now)
 	}
+	if r.opts.AgentSilence > 0 {
+		if silent, why := ladder.AgentSilent(node, now, r.opts.AgentSilence); silent {
+			return r.skipUnreachable(ctx, node, st, pol, a, why, now)
+		}
+	}
 	a.Started = metav1.NewTime(now.UTC().Truncate(time.Second)) // as the record keeps it
 	a.BootID = node.Status.NodeInfo.BootID
 	a.Order = orderName(node, st.Started.Time, a)
@@ -97,6 +102,33 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 		return reconcile.Result{}, err
 	}
 	return r.remediate(ctx, updated, st, pol, now)
+}
+
+// skipUnreachable moves a decision on an agent-executed rung of a node
+// whose agent is silent past the rungs the agent carries out: an order
+// nobody carries out would only wait out its timeout (15 minutes for a
+// Reboot) before the ladder went on anyway. The move is recorded in one
+// guarded patch, said in an event, and the rung landed on is carried out.
+func (r *Reconciler) skipUnreachable(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, why string, now time.Time) (reconcile.Result, error) {
+	rungs := r.rungsOfRepair(node, pol, st)
+	p, skipped := ladder.SkipUnreachable(rungs, a.RungPosition, true)
+	next := attemptAt(rungs, p, now)
+	rec := workflow.WithAttempt(st.Record, next)
+	updated, err := r.write(ctx, node, st.Record, rec, true)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	st.Record = rec
+	msg := ladder.SkippedMessage(skipped, why, next.Action)
+	for _, s := range skipped {
+		r.metrics.Rung(string(s), "Skipped")
+	}
+	ctrl.LoggerFrom(ctx).Info("ladder: the node's agent is silent; skipping the rungs it carries out", "skipped", skipped, "why", why, "next", next.Action)
+	r.emit(rungsSkippedEvent(updated, a, next, msg, rungCount(rungs)))
+	if err := r.after(ctx, node.Name, StepEscalated); err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.carryOut(ctx, updated, st, pol, next, now)
 }
 
 // orderName is the NodeRemediation of one attempt of one decision: the
@@ -123,9 +155,16 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
 		return reconcile.Result{}, err
 	}
+	// A rung the node's agent carries out leaves the node out of service
+	// for as long as the agent cannot act: a host that did not come back
+	// from its reboot lets its volumes go.
+	node, st, err := r.outOfService(ctx, node, st, pol, ladder.AgentExecuted(st.Rung.Action), now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	a := *st.Rung
 	order := &v1alpha1.NodeRemediation{}
-	err := r.client.Get(ctx, client.ObjectKey{Name: a.Order}, order)
+	err = r.client.Get(ctx, client.ObjectKey{Name: a.Order}, order)
 	switch {
 	case apierrors.IsNotFound(err):
 		order = nil
@@ -271,6 +310,10 @@ func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st workf
 // quarantined follows a quarantined node until a person releases it or it
 // has been healthy for the policy's healthyFor.
 func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+	node, st, err := r.outOfService(ctx, node, st, pol, true, now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	healthy := !unhealthy.Any(node.Status.Conditions, pol.Rules)
 	if st.Released {
 		who := st.Release

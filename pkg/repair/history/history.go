@@ -42,6 +42,11 @@ const (
 	// ReleaseWaiting: a person released a quarantined node whose fault is
 	// still reported; it stays quarantined until its status is healthy.
 	ReleaseWaiting = "NodeQuarantineReleaseWaiting"
+	// OutOfService: a node left out of service whose kubelet and agent are
+	// gone got Kubernetes' out-of-service taint, so that its pods and
+	// volumes move; OutOfServiceLifted: its kubelet is back, the taint off.
+	OutOfService       = "NodeOutOfService"
+	OutOfServiceLifted = "NodeOutOfServiceLifted"
 
 	// RepairNowRefused: a person's repair-now request was not carried out
 	// (the node is healthy under its policy, or its policy only counts it)

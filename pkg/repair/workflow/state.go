@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/outofservice"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
 	"nodemend.dev/nodemend/pkg/repair/workflow/legacy"
 )
@@ -247,6 +248,16 @@ func WithHealthySince(r Record, t time.Time) Record {
 	return r
 }
 
+// WithOutOfService records that nodemend put the out-of-service taint on
+// the node at t (zero: took it off); Apply writes the taint to match.
+func WithOutOfService(r Record, t time.Time) Record {
+	r.OutOfService = metav1.Time{}
+	if !t.IsZero() {
+		r.OutOfService = stamp(t)
+	}
+	return r
+}
+
 // Return is the record of a node back in service: nothing of the repair,
 // and rec kept for its window (nil: none, the next fault starts a new
 // ladder).
@@ -309,6 +320,21 @@ func Apply(node *corev1.Node, prev, next Record) *corev1.Node {
 	}
 	if next.Cordoned {
 		n.Spec.Unschedulable = true
+	}
+	// The out-of-service taint follows the record: put while it says so,
+	// taken off when it stops saying so (the kubelet is back, or the
+	// repair ended). A taint nodemend did not put is left alone.
+	switch {
+	case !next.OutOfService.IsZero() && !outofservice.Has(n):
+		n.Spec.Taints = append(n.Spec.Taints, outofservice.Taint())
+	case next.OutOfService.IsZero() && !prev.OutOfService.IsZero():
+		taints := n.Spec.Taints[:0:0]
+		for _, t := range n.Spec.Taints {
+			if t.Key != outofservice.TaintKey {
+				taints = append(taints, t)
+			}
+		}
+		n.Spec.Taints = taints
 	}
 	if len(n.Annotations) == 0 {
 		n.Annotations = nil
