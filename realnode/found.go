@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -22,6 +23,12 @@ type found struct {
 	// container's HostToContainer mount needs a shared or slave source, as
 	// on every systemd host); Stop makes it private again.
 	RootPrivate bool `json:"rootPrivate"`
+	// Propagation is each mount point's propagation as start found it
+	// (private, shared, master or shared,master). Making / rshared changes
+	// every mount below it too, and a blanket rprivate at Stop would turn
+	// a mount that was shared before (/run/netns after `ip netns add`)
+	// private: Stop restores each one instead.
+	Propagation map[string]string `json:"propagation,omitempty"`
 }
 
 // changedSysctls are the tunables the node's components may change: the
@@ -89,7 +96,76 @@ func recordFound() (found, error) {
 		return f, err
 	}
 	f.RootPrivate = rootIsPrivate(string(mi))
+	f.Propagation = mountPropagation(string(mi))
 	return f, nil
+}
+
+// mountPropagation maps each mount point to its propagation kind; for a
+// path mounted over, the last (visible) mount wins.
+func mountPropagation(mountinfo string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(mountinfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 7 {
+			continue
+		}
+		kind, _ := propagationKind(f)
+		out[unescapeMount(f[4])] = kind
+	}
+	return out
+}
+
+// propagationKind reads a mountinfo line's optional fields (from the 7th
+// to the "-" separator) as a kind without peer group numbers, which change
+// with every remount: private, shared, master, shared,master or
+// unbindable. It
+// returns the index of the separator too.
+func propagationKind(fields []string) (string, int) {
+	var kinds []string
+	i := 6
+	for ; i < len(fields) && fields[i] != "-"; i++ {
+		k := strings.SplitN(fields[i], ":", 2)[0]
+		if k == "shared" || k == "master" || k == "unbindable" {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return "private", i
+	}
+	return strings.Join(kinds, ","), i
+}
+
+// propagationChange is one mount(2) propagation change Stop makes.
+type propagationChange struct {
+	Path string
+	// Kind is "private" (MS_PRIVATE), "slave" (MS_SLAVE: a mount that
+	// was only a slave and was made shared too keeps its master and leaves
+	// its new peer group) or "unbindable" (MS_UNBINDABLE).
+	Kind string
+}
+
+// propagationRestore lists the changes that put the mounts of now back to
+// the propagation of before. Mounts start did not find are left alone
+// (the node's own are unmounted), and so are mounts shared before: a
+// shared mount made rshared is unchanged.
+func propagationRestore(before map[string]string, now string) []propagationChange {
+	var out []propagationChange
+	for mp, kind := range mountPropagation(now) {
+		was, ok := before[mp]
+		if !ok || was == kind {
+			continue
+		}
+		switch was {
+		case "private":
+			out = append(out, propagationChange{mp, "private"})
+		case "master":
+			out = append(out, propagationChange{mp, "slave"})
+		case "unbindable":
+			out = append(out, propagationChange{mp, "unbindable"})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
 }
 
 // rootIsPrivate reports whether the mount at / has no propagation fields

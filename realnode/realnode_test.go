@@ -182,6 +182,38 @@ func TestMounts(t *testing.T) {
 	}
 }
 
+// Start makes / rshared, which turns every mount below it shared; Stop
+// must put back each mount's own kind, not make them all private: a
+// /run/netns that `ip netns add` had made shared before the node started
+// stays shared (the CI failure of 2026-12-05: "mounts: + /run/netns
+// private, - /run/netns shared").
+func TestPropagationRestore(t *testing.T) {
+	before := mountPropagation(`26 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+44 26 254:0 /run/netns /run/netns rw,relatime shared:5 - ext4 /dev/vda rw
+45 26 0:60 / /mnt/slave rw master:7 - tmpfs tmpfs rw
+46 26 0:61 / /mnt/private rw - tmpfs tmpfs rw
+47 26 0:62 / /mnt/no\040bind rw unbindable - tmpfs tmpfs rw
+`)
+	if before["/run/netns"] != "shared" || before["/mnt/slave"] != "master" || before["/"] != "private" || before["/mnt/no bind"] != "unbindable" {
+		t.Fatalf("propagation read as %v", before)
+	}
+	after := `26 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+44 26 254:0 /run/netns /run/netns rw,relatime shared:5 - ext4 /dev/vda rw
+45 26 0:60 / /mnt/slave rw shared:9 master:7 - tmpfs tmpfs rw
+46 26 0:61 / /mnt/private rw shared:10 - tmpfs tmpfs rw
+47 26 0:62 / /mnt/no\040bind rw shared:11 - tmpfs tmpfs rw
+48 26 0:63 / /var/lib/nodemend-node/x rw shared:12 - tmpfs tmpfs rw
+`
+	got := propagationRestore(before, after)
+	want := []propagationChange{{"/", "private"}, {"/mnt/no bind", "unbindable"}, {"/mnt/private", "private"}, {"/mnt/slave", "slave"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("changes %v\nwant %v (a mount shared before is left shared; the node's own mounts are not touched)", got, want)
+	}
+	if got := propagationRestore(before, strings.Replace(after, "shared:1 ", "", 1)); len(got) != 3 {
+		t.Errorf("a mount already back to its kind is changed again: %v", got)
+	}
+}
+
 func TestParseStartTicks(t *testing.T) {
 	stat := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 1523 0 12 0 41 17 0 0 20 0 1 0 98765 23138304 1480"
 	if v, err := parseStartTicks(stat); err != nil || v != 98765 {

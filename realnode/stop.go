@@ -78,9 +78,7 @@ func (l Layout) Stop() error {
 	if haveFound {
 		add(restoreSysctls(f, changedSysctls()))
 		if f.RootPrivate {
-			if out, err := exec.Command("mount", "--make-rprivate", "/").CombinedOutput(); err != nil {
-				add(fmt.Errorf("mount --make-rprivate /: %v: %s", err, out))
-			}
+			add(restorePropagation(f))
 		}
 		for _, p := range f.Absent {
 			add(os.RemoveAll(p))
@@ -193,4 +191,34 @@ func (l Layout) Status() (lines []string, running bool) {
 		}
 	}
 	return lines, running
+}
+
+// restorePropagation undoes start's `mount --make-rshared /` mount by
+// mount; a found record of an older start, without the table, gets the
+// blanket rprivate it was written for.
+func restorePropagation(f found) error {
+	if f.Propagation == nil {
+		if out, err := exec.Command("mount", "--make-rprivate", "/").CombinedOutput(); err != nil {
+			return fmt.Errorf("mount --make-rprivate /: %v: %s", err, out)
+		}
+		return nil
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range propagationRestore(f.Propagation, string(mi)) {
+		flag := uintptr(syscall.MS_PRIVATE)
+		switch c.Kind {
+		case "slave":
+			flag = syscall.MS_SLAVE
+		case "unbindable":
+			flag = syscall.MS_UNBINDABLE
+		}
+		if err := syscall.Mount("", c.Path, "", flag, ""); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EINVAL) {
+			errs = append(errs, fmt.Errorf("making %s %s again: %w", c.Path, c.Kind, err))
+		}
+	}
+	return errors.Join(errs...)
 }

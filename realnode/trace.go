@@ -145,21 +145,14 @@ func normalizeMounts(mountinfo, skip string) []string {
 		if skip != "" && (mp == skip || strings.HasPrefix(mp, strings.TrimSuffix(skip, "/")+"/")) {
 			continue
 		}
-		var prop []string
-		i := 6
-		for ; i < len(f) && f[i] != "-"; i++ {
-			// Peer group numbers change with every remount; their kind
-			// (shared, master) is what the node may change.
-			prop = append(prop, strings.SplitN(f[i], ":", 2)[0])
-		}
-		if len(prop) == 0 {
-			prop = []string{"private"}
-		}
+		// Peer group numbers change with every remount; their kind
+		// (shared, master) is what the node may change.
+		prop, i := propagationKind(f)
 		fstype, source := "", ""
 		if i+2 < len(f) {
 			fstype, source = f[i+1], f[i+2]
 		}
-		out = append(out, fmt.Sprintf("%s %s %s %s", mp, fstype, source, strings.Join(prop, ",")))
+		out = append(out, fmt.Sprintf("%s %s %s %s", mp, fstype, source, prop))
 	}
 	return out
 }
