@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Every object the chart renders with every feature on is accepted by a
@@ -112,5 +114,43 @@ func TestRepairPolicyIsStoredAsRendered(t *testing.T) {
 	g, _ := json.Marshal(got.Object["spec"])
 	if string(w) != string(g) {
 		t.Errorf("stored spec\n%s\nwant\n%s", g, w)
+	}
+}
+
+// An upgrade applies the chart again, server-side and without force (helm
+// 4): a field the chart sets that a cluster controller owns conflicts and
+// the upgrade fails. The aggregation controller owns an aggregated
+// ClusterRole's rules (it wrote them after the install): the chart must not
+// set them, not even to [].
+func TestUpgradeDoesNotClaimAggregatedRules(t *testing.T) {
+	ctx := t.Context()
+	roles := 0
+	for _, o := range installed {
+		if o.GetKind() != "ClusterRole" || o.Object["aggregationRule"] == nil {
+			continue
+		}
+		roles++
+		ri := dyn.Resource(rbacv1.SchemeGroupVersion.WithResource("clusterroles"))
+		filled, err := json.Marshal(map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": map[string]any{"name": o.GetName()},
+			"rules": []any{map[string]any{"apiGroups": []any{"nodemend.dev"}, "resources": []any{"nodes"}, "verbs": []any{"veto"}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		force := true
+		if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, filled, metav1.PatchOptions{FieldManager: "clusterrole-aggregation-controller", Force: &force}); err != nil {
+			t.Fatalf("the aggregation controller's write of %s: %v", o.GetName(), err)
+		}
+		again, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, again, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			t.Errorf("the chart's %s applied again (an upgrade): %v", o.GetName(), err)
+		}
+	}
+	if roles == 0 {
+		t.Fatal("the chart renders no aggregated ClusterRole (nodemend-repair-operator)")
 	}
 }
