@@ -191,10 +191,15 @@ func listeningPorts(procNetTCP string, into map[int]bool) {
 	}
 }
 
-// daemonNames are the node's processes, in start order.
+// daemonNames are the node's processes, in start order; the metadata mock
+// runs only where start was given one (optionalDaemon).
 func daemonNames() []string {
-	return []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kube-proxy"}
+	return []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
+		"ec2-metadata-mock", "kube-proxy"}
 }
+
+// optionalDaemon is a daemon whose absence is no fault (Status).
+func optionalDaemon(name string) bool { return name == "ec2-metadata-mock" }
 
 // gatherFacts reads the machine for checkHost.
 func (l Layout) gatherFacts() hostFacts {

@@ -65,7 +65,7 @@ func (l Layout) Stop() error {
 	for _, pid := range pidsWithArg(l.CRISocket()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	for _, n := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	for _, n := range []string{"ec2-metadata-mock", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		stop(n, 15*time.Second)
 	}
 	// Mounts: pod volumes, the kubelet's root bind mount, sandbox shm,
@@ -186,6 +186,8 @@ func (l Layout) Status() (lines []string, running bool) {
 			lines = append(lines, fmt.Sprintf("%s: running (pid %d)", n, d.Pid))
 		case ok:
 			lines, running = append(lines, fmt.Sprintf("%s: exited (pid %d); see %s", n, d.Pid, filepath.Join(l.LogDir(), n+".log"))), false
+		case optionalDaemon(n):
+			// not started: this node has no metadata service
 		default:
 			lines, running = append(lines, n+": stopped"), false
 		}

@@ -25,11 +25,22 @@ type Trace struct {
 // not the node's, and not stable.
 var otherTestLink = regexp.MustCompile(`^nmt\d+-\d+[ab]$`)
 
-// TakeTrace reads the machine. Mounts under the temporary directory are
-// left out: other tests mount tmpfs there concurrently, and the node never
-// mounts anything there.
-func TakeTrace() (Trace, error) {
+// TakeTrace reads the machine, and which of the node's ports something
+// listens on (a daemon stop forgot keeps its port, and the next start
+// refuses). Mounts under the temporary directory are left out: other tests
+// mount tmpfs there concurrently, and the node never mounts anything there.
+func TakeTrace(ports Ports) (Trace, error) {
 	t := Trace{Sections: map[string][]string{}}
+	listening := map[int]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(f)
+		listeningPorts(string(b), listening)
+	}
+	for _, p := range ports.List() {
+		if listening[p.Port] {
+			t.Sections["listening"] = append(t.Sections["listening"], fmt.Sprintf("%s %d", p.Name, p.Port))
+		}
+	}
 	for _, fam := range []string{"iptables", "ip6tables"} {
 		out, err := exec.Command(fam + "-save").Output()
 		if err != nil {

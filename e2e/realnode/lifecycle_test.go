@@ -90,12 +90,12 @@ func testMendLogs(t *testing.T, n *node) {
 
 	// This node's real facts: the runtime's own version over CRI, the
 	// kubelet's process with its flags, the kernel's log with the line the
-	// kmsg scenario wrote.
+	// provenance scenario provoked (the kernel's own pids line).
 	want := map[string]*regexp.Regexp{
 		"containerd's CRI version":    regexp.MustCompile(`"runtimeName":\s*"containerd"`),
 		"the kubelet's process":       regexp.MustCompile(`kubelet --config=` + regexp.QuoteMeta(filepath.Join(n.layout.State, "conf", "kubelet.yaml"))),
 		"the kubelet's configuration": regexp.MustCompile(`nodeStatusReportFrequency: 10s`),
-		"the kernel log":              regexp.MustCompile(`fork rejected by pids controller in /nodemend-e2e/`),
+		"the kernel log":              regexp.MustCompile(`fork rejected by pids controller in /nodemend-e2e-pids-\d+`),
 		"the planted log file":        regexp.MustCompile(regexp.QuoteMeta(canary) + ` marker`),
 		// The agent's cloud metadata service is AWS's mock on loopback.
 		"the instance's metadata": regexp.MustCompile(`cloud/aws/meta-data/instance-id\ni-[0-9a-f]+`),
@@ -329,7 +329,7 @@ func testStopLeavesNoTrace(t *testing.T, n *node) {
 
 func (n *node) assertNoTrace(t *testing.T) {
 	t.Helper()
-	after, err := realnode.TakeTrace()
+	after, err := realnode.TakeTrace(n.layout.Ports)
 	if err != nil {
 		t.Fatal(err)
 	}

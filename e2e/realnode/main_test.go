@@ -77,7 +77,7 @@ func TestRealNode(t *testing.T) {
 	if lines, _ := l.Status(); strings.Contains(strings.Join(lines, "\n"), "running") {
 		t.Fatalf("a node already runs here (hack/real-node.sh status):\n%s", strings.Join(lines, "\n"))
 	}
-	n.before, err = realnode.TakeTrace()
+	n.before, err = realnode.TakeTrace(l.Ports)
 	if err != nil {
 		t.Fatal(err)
 	}
