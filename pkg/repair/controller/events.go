@@ -163,9 +163,7 @@ func poolOf(p pool.Pool) *history.Pool {
 	return &history.Pool{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, Label: p.Label}
 }
 
-func targetOf(t backend.Target) *history.Target {
-	return &history.Target{Backend: t.Backend, APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}
-}
+func targetOf(t backend.Target) *history.Target { return &t }
 
 // relatedOf is the target as an object reference for the Event's related
 // field; nil when the target is the node itself.

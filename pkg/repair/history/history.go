@@ -136,22 +136,9 @@ type Drain struct {
 	Refused int `json:"refused,omitempty"`
 }
 
-// Target is the object a backend deletes to replace the node.
-type Target struct {
-	Backend    string `json:"backend"`
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-}
-
-// String is "Kind namespace/name" or "Kind name".
-func (t Target) String() string {
-	if t.Namespace != "" {
-		return t.Kind + " " + t.Namespace + "/" + t.Name
-	}
-	return t.Kind + " " + t.Name
-}
+// Target is the object a backend deletes to replace the node: the type the
+// Node's repair record keeps it in (its uid too).
+type Target = v1alpha1.RepairTarget
 
 // Annotations are the Event annotations that carry r, with the version set.
 func (r Record) Annotations() map[string]string {
