@@ -24,10 +24,11 @@ type found struct {
 	// on every systemd host); Stop makes it private again.
 	RootPrivate bool `json:"rootPrivate"`
 	// Propagation is each mount point's propagation as start found it
-	// (private, shared, master or shared,master). Making / rshared changes
-	// every mount below it too, and a blanket rprivate at Stop would turn
-	// a mount that was shared before (/run/netns after `ip netns add`)
-	// private: Stop restores each one instead.
+	// (private, shared, master, shared,master or unbindable; for a path
+	// mounted over, the visible mount's). Making / rshared changes every
+	// mount below it too, and a bare rprivate at Stop would turn a mount
+	// that was shared before (/run/netns after `ip netns add`) private:
+	// Stop shares those again (propagationRestore).
 	Propagation map[string]string `json:"propagation,omitempty"`
 }
 
@@ -138,34 +139,31 @@ func propagationKind(fields []string) (string, int) {
 // propagationChange is one mount(2) propagation change Stop makes.
 type propagationChange struct {
 	Path string
-	// Kind is "private" (MS_PRIVATE), "slave" (MS_SLAVE: a mount that
-	// was only a slave and was made shared too keeps its master and leaves
-	// its new peer group) or "unbindable" (MS_UNBINDABLE).
+	// Kind is "shared" (MS_SHARED) or "unbindable" (MS_UNBINDABLE).
 	Kind string
 }
 
-// propagationRestore lists the changes that put the mounts of now back to
-// the propagation of before. Mounts start did not find are left alone
-// (the node's own are unmounted), and so are mounts shared before: a
-// shared mount made rshared is unchanged.
-func propagationRestore(before map[string]string, now string) []propagationChange {
-	var out []propagationChange
-	for mp, kind := range mountPropagation(now) {
-		was, ok := before[mp]
-		if !ok || was == kind {
-			continue
-		}
-		switch was {
-		case "private":
-			out = append(out, propagationChange{mp, "private"})
-		case "master":
-			out = append(out, propagationChange{mp, "slave"})
+// propagationRestore is how Stop undoes start's `mount --make-rshared /`:
+// first `mount --make-rprivate /`, which puts back every mount that was
+// private — covered ones too (a second /dev/pts over the first), which no
+// change by path reaches — and then these changes, by path, for the mounts
+// that were shared or unbindable before (/run/netns after `ip netns add`).
+// A mount that was a slave cannot be made one again once private (its
+// master is gone); lost names those, for Stop to report.
+func propagationRestore(before map[string]string) (changes []propagationChange, lost []string) {
+	for mp, kind := range before {
+		switch kind {
+		case "shared":
+			changes = append(changes, propagationChange{mp, "shared"})
 		case "unbindable":
-			out = append(out, propagationChange{mp, "unbindable"})
+			changes = append(changes, propagationChange{mp, "unbindable"})
+		case "master", "shared,master":
+			lost = append(lost, mp)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Path < changes[j].Path })
+	sort.Strings(lost)
+	return changes, lost
 }
 
 // rootIsPrivate reports whether the mount at / has no propagation fields

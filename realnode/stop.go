@@ -195,32 +195,26 @@ func (l Layout) Status() (lines []string, running bool) {
 	return lines, running
 }
 
-// restorePropagation undoes start's `mount --make-rshared /` mount by
-// mount; a found record of an older start, without the table, gets the
-// blanket rprivate it was written for.
+// restorePropagation undoes start's `mount --make-rshared /`
+// (propagationRestore); a found record of an older start, without the
+// table, gets the bare rprivate it was written for.
 func restorePropagation(f found) error {
-	if f.Propagation == nil {
-		if out, err := exec.Command("mount", "--make-rprivate", "/").CombinedOutput(); err != nil {
-			return fmt.Errorf("mount --make-rprivate /: %v: %s", err, out)
-		}
-		return nil
+	if out, err := exec.Command("mount", "--make-rprivate", "/").CombinedOutput(); err != nil {
+		return fmt.Errorf("mount --make-rprivate /: %v: %s", err, out)
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
+	changes, lost := propagationRestore(f.Propagation)
 	var errs []error
-	for _, c := range propagationRestore(f.Propagation, string(mi)) {
-		flag := uintptr(syscall.MS_PRIVATE)
-		switch c.Kind {
-		case "slave":
-			flag = syscall.MS_SLAVE
-		case "unbindable":
+	for _, c := range changes {
+		flag := uintptr(syscall.MS_SHARED)
+		if c.Kind == "unbindable" {
 			flag = syscall.MS_UNBINDABLE
 		}
 		if err := syscall.Mount("", c.Path, "", flag, ""); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EINVAL) {
 			errs = append(errs, fmt.Errorf("making %s %s again: %w", c.Path, c.Kind, err))
 		}
+	}
+	if len(lost) > 0 {
+		errs = append(errs, fmt.Errorf("mounts that were slaves before start are private now (a slave's master cannot be restored): %s", strings.Join(lost, ", ")))
 	}
 	return errors.Join(errs...)
 }

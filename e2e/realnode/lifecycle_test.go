@@ -369,7 +369,10 @@ func testSecondStart(t *testing.T, n *node) {
 // leaves nothing running and no trace.
 func testBadInput(t *testing.T, n *node) {
 	ctx := context.Background()
-	check := func(t *testing.T, env []string, want ...string) {
+	// check starts the node expecting a refusal that says want; release
+	// undoes what the case set up (its own listener) before the machine is
+	// compared with before start.
+	check := func(t *testing.T, env []string, release func(), want ...string) {
 		t.Helper()
 		_, err := n.scriptEnv(ctx, env, "start", "--no-chart")
 		if err == nil {
@@ -381,6 +384,9 @@ func testBadInput(t *testing.T, n *node) {
 				t.Errorf("the error does not say %q:\n%v", w, err)
 			}
 		}
+		if release != nil {
+			release()
+		}
 		n.assertNoTrace(t)
 	}
 	t.Run("port in use", func(t *testing.T) {
@@ -389,7 +395,7 @@ func testBadInput(t *testing.T, n *node) {
 			t.Fatal(err)
 		}
 		defer ln.Close()
-		check(t, nil, "port "+strconv.Itoa(n.layout.Ports.APIServer)+" (kube-apiserver) is in use", "NODEMEND_NODE_PORT_BASE")
+		check(t, nil, func() { _ = ln.Close() }, "port "+strconv.Itoa(n.layout.Ports.APIServer)+" (kube-apiserver) is in use", "NODEMEND_NODE_PORT_BASE")
 	})
 	t.Run("stale state", func(t *testing.T) {
 		pids := filepath.Join(n.layout.State, "pids")
@@ -400,7 +406,7 @@ func testBadInput(t *testing.T, n *node) {
 		if err := os.WriteFile(filepath.Join(pids, "kubelet.json"), []byte(`{"name":"kubelet","pid":999999,"startTicks":1,"bin":"kubelet"}`), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		check(t, nil, "was not stopped", "hack/real-node.sh stop")
+		check(t, nil, nil, "was not stopped", "hack/real-node.sh stop")
 		if _, err := n.script(ctx, "stop"); err != nil {
 			t.Fatal(err)
 		}
@@ -420,7 +426,7 @@ func testBadInput(t *testing.T, n *node) {
 				_ = os.Symlink(filepath.Join(d, e.Name()), filepath.Join(dir, e.Name()))
 			}
 		}
-		check(t, []string{"PATH=" + dir}, "missing containerd", "apt-get install containerd")
+		check(t, []string{"PATH=" + dir}, nil, "missing containerd", "apt-get install containerd")
 	})
 }
 

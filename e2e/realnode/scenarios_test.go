@@ -32,17 +32,21 @@ func testAgentReady(t *testing.T, n *node) {
 	}
 	started := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Time
 	var lastTrue time.Time
+	var each []string
 	for _, ct := range nodemendConditions {
 		c, _ := n.waitCondition(ctx, t, ct, 2*time.Minute, isStatus(corev1.ConditionTrue))
 		if c.LastTransitionTime.After(lastTrue) {
 			lastTrue = c.LastTransitionTime.Time
 		}
+		each = append(each, fmt.Sprintf("%s %s", ct, c.LastTransitionTime.Sub(started)))
 	}
 	// Both times have whole seconds (the kubelet's and the agent's).
 	latency := lastTrue.Sub(started)
-	t.Logf("FIGURE agent container started → four conditions True: %s (second resolution)", latency)
+	t.Logf("FIGURE agent container started → four conditions True: %s (second resolution; %s)", latency, strings.Join(each, ", "))
 	if latency > 30*time.Second {
-		t.Errorf("the conditions took %s after the agent started; want ≤ 30s", latency)
+		logs, _ := n.client.CoreV1().Pods(realnode.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		t.Errorf("the conditions took %s after the agent started; want ≤ 30s (%s); the agent's log:\n%s",
+			latency, strings.Join(each, ", "), lastLines(string(logs), 60))
 	}
 	nd, err := n.client.CoreV1().Nodes().Get(ctx, n.layout.NodeName, metav1.GetOptions{})
 	if err != nil {
