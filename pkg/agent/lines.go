@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"time"
+
 	"nodemend.dev/nodemend/pkg/agent/exporter"
+	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 )
@@ -29,7 +32,7 @@ func (a *Agent) handleLine(line logline.Line) {
 			if f.Observed.IsZero() {
 				f.Observed = line.Time
 			}
-			if line.Replayed {
+			if line.Replayed || (line.Backlog && a.over(p, f)) {
 				// Read again at start only to restore the counts of the
 				// reasons promoted when they repeat.
 				if r, on := p.cfg.Effective(f.Reason); on {
@@ -50,4 +53,24 @@ func (a *Agent) report(p *pipeline, f monitor.Finding) {
 		a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
 		a.promote(p, r, f, false)
 	}
+}
+
+// over reports a fault from the kernel log's backlog (read at start) that
+// is over: Fatal with a quiet period that has passed since the line was
+// written. Raising it would show a healthy node unhealthy after every
+// restart of the agent whenever the quiet period is shorter than the
+// lookback. It still counts for its promotion, like a replayed line.
+func (a *Agent) over(p *pipeline, f monitor.Finding) bool {
+	r, on := p.cfg.Effective(f.Reason)
+	if !on {
+		return false
+	}
+	return faultOver(f.Effective(r), f.Observed, a.opts.Clock.Now())
+}
+
+// faultOver: a Fatal log-derived fault logged at logged, with a quiet
+// period of its own, is over at now. A reason without one (the exporter's
+// default applies) and a time in the future (a clock that moved) are not.
+func faultOver(r health.Reason, logged, now time.Time) bool {
+	return r.Severity == health.Fatal && r.QuietPeriod > 0 && !logged.IsZero() && !logged.Add(r.QuietPeriod).After(now)
 }

@@ -34,6 +34,12 @@ type Line struct {
 	// started, only to restore what counts repetitions (a reason promoted
 	// when it repeats): it is no new detection.
 	Replayed bool
+	// Backlog marks a line that was already in the log when its reader
+	// started (the kernel ring buffer's lookback): a detection like any
+	// other — the agent may have been down when it was written — but one
+	// whose fault may be over already (its quiet period, counted from
+	// Time, passed).
+	Backlog bool
 }
 
 // Origin is who wrote a line, taken only from what the writer cannot set:

@@ -155,13 +155,14 @@ type device interface {
 // readDevice reads records from an open /dev/kmsg, one per read.
 func (r *Reader) readDevice(ctx context.Context, dev device) error {
 	replay := false
-	var cutoff time.Duration // replayed records before it are skipped
+	var cutoff time.Duration  // replayed records before it are skipped
+	var started time.Duration // records before it were there at start
 	if r.opts.Lookback > 0 {
 		uptime, err := r.uptime()
 		if err != nil {
 			r.report(fmt.Errorf("kmsg: cannot tell recent records from old ones, replaying none: %w", err))
 		} else {
-			replay, cutoff = true, uptime-r.opts.Lookback
+			replay, cutoff, started = true, uptime-r.opts.Lookback, uptime
 		}
 	}
 	if !replay {
@@ -213,7 +214,7 @@ func (r *Reader) readDevice(ctx context.Context, dev device) error {
 			r.skipped.Add(1)
 			continue
 		}
-		r.emit(rec, time.Now())
+		r.emit(rec, time.Now(), rec.Monotonic < started)
 	}
 }
 
@@ -252,7 +253,7 @@ func (r *Reader) runFile(ctx context.Context, path string) error {
 			r.skipped.Add(1)
 			return
 		}
-		r.emit(rec, at)
+		r.emit(rec, at, old)
 	})
 }
 
@@ -270,13 +271,15 @@ func (r *Reader) parse(b []byte) (Record, bool) {
 	return rec, true
 }
 
-func (r *Reader) emit(rec Record, read time.Time) {
+// emit hands rec on; backlog: it was in the ring buffer when the reader
+// started.
+func (r *Reader) emit(rec Record, read time.Time, backlog bool) {
 	t := read
 	if !r.boot.IsZero() {
 		t = r.boot.Add(rec.Monotonic)
 	}
 	r.emitted.Add(1)
-	r.emitLine(logline.Line{Source: logline.Kmsg, Origin: rec.Origin(), Text: rec.Message, Time: t})
+	r.emitLine(logline.Line{Source: logline.Kmsg, Origin: rec.Origin(), Text: rec.Message, Time: t, Backlog: backlog && !r.boot.IsZero()})
 }
 
 func (r *Reader) report(err error) {

@@ -319,6 +319,11 @@ func TestDeviceReplay(t *testing.T) {
 	if want := time.Unix(btime, 0).Add(3600300 * time.Millisecond); !lines[2].Time.Equal(want) {
 		t.Fatalf("time %v, want %v", lines[2].Time, want)
 	}
+	// The records the ring buffer held at start are the backlog (their
+	// quiet period may be over); the one written after start is not.
+	if !lines[0].Backlog || !lines[1].Backlog || lines[2].Backlog {
+		t.Fatalf("backlog marks %v %v %v, want true true false", lines[0].Backlog, lines[1].Backlog, lines[2].Backlog)
+	}
 	if st != (Stats{Emitted: 3, Skipped: 2, Overwritten: 1, Malformed: 1}) {
 		t.Fatalf("stats %+v", st)
 	}
