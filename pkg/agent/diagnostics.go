@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"nodemend.dev/nodemend/pkg/diagnostics"
-	"nodemend.dev/nodemend/pkg/monitors/runtime"
+	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 )
 
 // DiagnosticsOptions enable the diagnostics component: NodeDiagnostics of
@@ -60,7 +60,7 @@ func (a *Agent) criSocket() string {
 		return ""
 	}
 	// The section's type belongs to the runtime monitor's package.
-	if c, ok := a.pipeline.cfg.Monitors.Section("containerRuntime").(runtime.Config); ok {
+	if c, ok := a.pipeline.cfg.Monitors.Section("containerRuntime").(containerruntime.Config); ok {
 		return c.CRISocket
 	}
 	return ""

@@ -9,8 +9,8 @@ import (
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
+	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
-	"nodemend.dev/nodemend/pkg/monitors/runtime"
 )
 
 // buildMonitors constructs the enabled monitors of the table
@@ -18,7 +18,7 @@ import (
 // is removed and nothing more is written for it.
 func buildMonitors(c config.Config, env monitor.Env, opts Options, pods podCache, labels accel.NodeLabels, dcgmFor func(dcgm.Config) *dcgm.Source) []monitor.Monitor {
 	deps := monitors.Deps{
-		NodeName: opts.NodeName, Pods: runtime.PodLister(pods), NodeLabels: labels, NVML: opts.NVML, Timex: opts.Timex, DCGM: dcgmFor,
+		NodeName: opts.NodeName, Pods: containerruntime.PodLister(pods), NodeLabels: labels, NVML: opts.NVML, Timex: opts.Timex, DCGM: dcgmFor,
 	}
 	if opts.Cloud != nil {
 		deps.CloudEvents = opts.Cloud.Events

@@ -21,12 +21,12 @@ import (
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
+	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 	"nodemend.dev/nodemend/pkg/monitors/networking"
 	"nodemend.dev/nodemend/pkg/monitors/neuron"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
-	"nodemend.dev/nodemend/pkg/monitors/runtime"
 	"nodemend.dev/nodemend/pkg/monitors/storage"
 )
 
@@ -36,7 +36,7 @@ type Deps struct {
 	// NodeName is this node.
 	NodeName string
 	// Pods lists this node's pods (from the agent's informer).
-	Pods runtime.PodLister
+	Pods containerruntime.PodLister
 	// NodeLabels serves this node's labels from a cache.
 	NodeLabels accel.NodeLabels
 	// NVML opens the NVIDIA management library.
@@ -62,8 +62,8 @@ func Table() []Kind {
 			o.CloudEvents = d.CloudEvents
 			return kernel.New(env, o)
 		}),
-		define("containerRuntime", runtime.DefaultConfig, func(env monitor.Env, d Deps, c runtime.Config) monitor.Monitor {
-			return runtime.New(env, c.Options(d.NodeName, d.Pods))
+		define("containerRuntime", containerruntime.DefaultConfig, func(env monitor.Env, d Deps, c containerruntime.Config) monitor.Monitor {
+			return containerruntime.New(env, c.Options(d.NodeName, d.Pods))
 		}),
 		define("networking", networking.DefaultConfig, func(env monitor.Env, d Deps, c networking.Config) monitor.Monitor {
 			var pods networking.PodLister

@@ -11,11 +11,11 @@ import (
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
+	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 	"nodemend.dev/nodemend/pkg/monitors/networking"
 	"nodemend.dev/nodemend/pkg/monitors/neuron"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
-	"nodemend.dev/nodemend/pkg/monitors/runtime"
 	"nodemend.dev/nodemend/pkg/monitors/storage"
 )
 
@@ -92,7 +92,7 @@ func TestEmptyOptionsTakeTheDefaultSection(t *testing.T) {
 	env := monitor.Env{HostRoot: t.TempDir()}
 	empty := map[string]monitor.Monitor{
 		"kernel":           kernel.New(env, kernel.Options{}),
-		"containerRuntime": runtime.New(env, runtime.Options{}),
+		"containerRuntime": containerruntime.New(env, containerruntime.Options{}),
 		"networking":       networking.New(env, networking.Options{}),
 		"storage":          storage.New(env, storage.Options{}),
 		"nvidia":           nvidia.New(env, nvidia.Options{}),

@@ -9,11 +9,11 @@ import (
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
+	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 	"nodemend.dev/nodemend/pkg/monitors/networking"
 	"nodemend.dev/nodemend/pkg/monitors/neuron"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
-	"nodemend.dev/nodemend/pkg/monitors/runtime"
 	"nodemend.dev/nodemend/pkg/monitors/storage"
 	"nodemend.dev/nodemend/pkg/rules"
 )
@@ -23,7 +23,7 @@ import (
 func shippedRules() []logline.Rule {
 	var all []logline.Rule
 	for _, rs := range [][]logline.Rule{
-		kernel.Rules(), runtime.New(monitor.Env{}, runtime.Options{}).Rules(), networking.Rules(),
+		kernel.Rules(), containerruntime.New(monitor.Env{}, containerruntime.Options{}).Rules(), networking.Rules(),
 		storage.Rules(), nvidia.Rules(), neuron.Rules(), amdgpu.Rules(),
 	} {
 		all = append(all, rs...)

@@ -1,4 +1,4 @@
-// Package runtime is the containerRuntime monitor: it owns the
+// Package containerruntime is the containerRuntime monitor: it owns the
 // ContainerRuntimeReady condition.
 //
 // Periodic checks talk to the container runtime over its CRI socket:
@@ -12,7 +12,7 @@
 //
 // The package name shadows the standard library's; import it under another
 // name (e.g. runtimemon).
-package runtime
+package containerruntime
 
 import (
 	"context"
