@@ -58,7 +58,15 @@ func ReadFile(path string) ([]byte, error) {
 	if st.Size() > MaxFileBytes {
 		return nil, fmt.Errorf("%w: %s is %d bytes, more than the limit of %d (1 MiB)", ErrTooLarge, path, st.Size(), MaxFileBytes)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	return readAtMost(f, path)
+}
+
+// readAtMost reads r to its end, refusing it once it has more than
+// MaxFileBytes: what a file's size said is not what its read gives when it
+// grows meanwhile, so the read is bounded by itself. It reads one byte past
+// the limit, to tell a file of exactly the limit from a longer one.
+func readAtMost(r io.Reader, path string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
 	if err != nil {
 		return nil, err
 	}
