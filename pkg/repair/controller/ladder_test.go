@@ -362,3 +362,27 @@ func TestPolicyDrainDeadlineEndToEnd(t *testing.T) {
 	h.eventually("guarded pod deleted at the policy's deadline", func() bool { return h.podTerminating(ns, "guarded") })
 	h.waitEvent("dd-0", "NodeDrainDeadlineExceeded", "drain deadline 3m0s passed")
 }
+
+// A node that reports no boot ID (a kubelet that has not reported it yet,
+// or re-registered) cannot carry a Reboot: nothing binds the order to a
+// boot and nothing could verify it. The rung fails at once — no order, no
+// wait for its timeout — and the ladder goes on to Quarantine.
+func TestNoBootIDFailsARebootAtOnce(t *testing.T) {
+	h := start(t, withLadder)
+	for _, n := range []string{"nb-0", "nb-1", "nb-2", "nb-3", "nb-4"} {
+		h.node(n)
+	}
+	n := h.get("nb-0")
+	n.Status.NodeInfo.BootID = ""
+	if err := k8s.Status().Update(h.ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	h.advanceTo(h.expire("nb-0"))
+	// No clock step after the toleration: the rung's 15-minute timeout is
+	// never waited out.
+	h.eventually("nb-0 quarantined without waiting", func() bool { return h.phase("nb-0") == string(workflow.PhaseQuarantined) })
+	h.waitEvent("nb-0", "NodeRemediationFailed", "no boot ID")
+	if got := h.orders("nb-0"); len(got) != 0 {
+		t.Errorf("%d orders for a node without a boot ID, want none", len(got))
+	}
+}
