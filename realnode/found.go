@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"nodemend.dev/nodemend/internal/mountinfo"
 )
 
 // found is the machine as Start found it, recorded before anything is
@@ -102,38 +104,42 @@ func recordFound() (found, error) {
 }
 
 // mountPropagation maps each mount point to its propagation kind; for a
-// path mounted over, the last (visible) mount wins.
-func mountPropagation(mountinfo string) map[string]string {
+// path mounted over, the last (visible) mount wins. A line that does not
+// parse is left out.
+func mountPropagation(data string) map[string]string {
 	out := map[string]string{}
-	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 7 {
-			continue
-		}
-		kind, _ := propagationKind(f)
-		out[unescapeMount(f[4])] = kind
+	for _, e := range parseMounts(data) {
+		out[e.Point] = propagationKind(e.Optional)
 	}
 	return out
 }
 
-// propagationKind reads a mountinfo line's optional fields (from the 7th
-// to the "-" separator) as a kind without peer group numbers, which change
-// with every remount: private, shared, master, shared,master or
-// unbindable. It
-// returns the index of the separator too.
-func propagationKind(fields []string) (string, int) {
+// parseMounts reads what it can of a mountinfo file.
+func parseMounts(data string) []mountinfo.Entry {
+	var out []mountinfo.Entry
+	for _, line := range strings.Split(data, "\n") {
+		if e, err := mountinfo.ParseLine(line); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// propagationKind reads a mount's optional fields as a kind without peer
+// group numbers, which change with every remount: private, shared, master,
+// shared,master or unbindable.
+func propagationKind(optional []string) string {
 	var kinds []string
-	i := 6
-	for ; i < len(fields) && fields[i] != "-"; i++ {
-		k := strings.SplitN(fields[i], ":", 2)[0]
+	for _, o := range optional {
+		k, _, _ := strings.Cut(o, ":")
 		if k == "shared" || k == "master" || k == "unbindable" {
 			kinds = append(kinds, k)
 		}
 	}
 	if len(kinds) == 0 {
-		return "private", i
+		return "private"
 	}
-	return strings.Join(kinds, ","), i
+	return strings.Join(kinds, ",")
 }
 
 // propagationChange is one mount(2) propagation change Stop makes.
@@ -168,22 +174,12 @@ func propagationRestore(before map[string]string) (changes []propagationChange, 
 
 // rootIsPrivate reports whether the mount at / has no propagation fields
 // (shared:N, master:N) in mountinfo.
-func rootIsPrivate(mountinfo string) bool {
-	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 7 || f[4] != "/" {
-			continue
+func rootIsPrivate(data string) bool {
+	for _, e := range parseMounts(data) {
+		if e.Point == "/" {
+			k := propagationKind(e.Optional)
+			return k == "private" || k == "unbindable"
 		}
-		private := true
-		for _, opt := range f[6:] {
-			if opt == "-" {
-				break
-			}
-			if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
-				private = false
-			}
-		}
-		return private
 	}
 	return false
 }

@@ -215,43 +215,18 @@ func removeIPTablesResidue() error {
 
 // mountsUnder lists the mount points at or under any of roots, deepest
 // first (the order to unmount them in).
-func mountsUnder(mountinfo string, roots ...string) []string {
+func mountsUnder(data string, roots ...string) []string {
 	var out []string
-	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
+	for _, e := range parseMounts(data) {
 		for _, r := range roots {
-			if mp == r || strings.HasPrefix(mp, r+"/") {
-				out = append(out, mp)
+			if e.Point == r || strings.HasPrefix(e.Point, r+"/") {
+				out = append(out, e.Point)
 				break
 			}
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
 	return out
-}
-
-// unescapeMount decodes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // unmountUnder unmounts every mount under roots; a busy one is detached.

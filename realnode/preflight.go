@@ -191,6 +191,16 @@ func listeningPorts(procNetTCP string, into map[int]bool) {
 	}
 }
 
+// listeningNow is the TCP ports something listens on, IPv4 and IPv6.
+func listeningNow() map[int]bool {
+	ports := map[int]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(f)
+		listeningPorts(string(b), ports)
+	}
+	return ports
+}
+
 // daemonNames are the node's processes, in start order; the metadata mock
 // runs only where start was given one (optionalDaemon).
 func daemonNames() []string {
@@ -203,7 +213,7 @@ func optionalDaemon(name string) bool { return name == "ec2-metadata-mock" }
 
 // gatherFacts reads the machine for checkHost.
 func (l Layout) gatherFacts() hostFacts {
-	h := hostFacts{UID: os.Getuid(), Listening: map[int]bool{}}
+	h := hostFacts{UID: os.Getuid()}
 	for _, r := range requirements() {
 		if strings.HasPrefix(r.name, "/") {
 			if _, err := os.Stat(r.name); err != nil {
@@ -217,8 +227,7 @@ func (l Layout) gatherFacts() hostFacts {
 	h.Cgroups, h.Mountinfo, h.Filesystems = read("/proc/cgroups"), read("/proc/self/mountinfo"), read("/proc/filesystems")
 	_, err := os.Stat("/dev/kmsg")
 	h.Kmsg = err == nil
-	listeningPorts(read("/proc/net/tcp"), h.Listening)
-	listeningPorts(read("/proc/net/tcp6"), h.Listening)
+	h.Listening = listeningNow()
 	for _, n := range daemonNames() {
 		d, ok, err := l.recorded(n)
 		switch {

@@ -31,11 +31,7 @@ var otherTestLink = regexp.MustCompile(`^nmt\d+-\d+[ab]$`)
 // mount tmpfs there concurrently, and the node never mounts anything there.
 func TakeTrace(ports Ports) (Trace, error) {
 	t := Trace{Sections: map[string][]string{}}
-	listening := map[int]bool{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, _ := os.ReadFile(f)
-		listeningPorts(string(b), listening)
-	}
+	listening := listeningNow()
 	for _, p := range ports.List() {
 		if listening[p.Port] {
 			t.Sections["listening"] = append(t.Sections["listening"], fmt.Sprintf("%s %d", p.Name, p.Port))
@@ -144,26 +140,15 @@ func normalizeIPTables(save string) []string {
 var builtinAcceptChain = regexp.MustCompile(`^:(INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) ACCEPT\s*$`)
 
 // normalizeMounts keeps mount point, file system type, source and
-// propagation of each mount, outside skip.
-func normalizeMounts(mountinfo, skip string) []string {
+// propagation of each mount, outside skip. Peer group numbers change with
+// every remount; their kind (shared, master) is what the node may change.
+func normalizeMounts(data, skip string) []string {
 	var out []string
-	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 10 {
+	for _, e := range parseMounts(data) {
+		if skip != "" && (e.Point == skip || strings.HasPrefix(e.Point, strings.TrimSuffix(skip, "/")+"/")) {
 			continue
 		}
-		mp := unescapeMount(f[4])
-		if skip != "" && (mp == skip || strings.HasPrefix(mp, strings.TrimSuffix(skip, "/")+"/")) {
-			continue
-		}
-		// Peer group numbers change with every remount; their kind
-		// (shared, master) is what the node may change.
-		prop, i := propagationKind(f)
-		fstype, source := "", ""
-		if i+2 < len(f) {
-			fstype, source = f[i+1], f[i+2]
-		}
-		out = append(out, fmt.Sprintf("%s %s %s %s", mp, fstype, source, prop))
+		out = append(out, fmt.Sprintf("%s %s %s %s", e.Point, e.FSType, e.Source, propagationKind(e.Optional)))
 	}
 	return out
 }

@@ -28,7 +28,11 @@ type Entry struct {
 	// it remounts a filesystem read-only on an error without touching the
 	// mount's own flag.
 	MountOptions, SuperOptions []string
-	FSType, Source             string
+	// Optional are the optional fields (7): propagation, "shared:N",
+	// "master:N", "propagate_from:N", "unbindable"; none for a private
+	// mount.
+	Optional       []string
+	FSType, Source string
 }
 
 // maxLine bounds one line; mount points are at most PATH_MAX.
@@ -81,6 +85,7 @@ func ParseLine(line string) (Entry, error) {
 		return Entry{}, fmt.Errorf("mount point %q is not absolute", textcut.Ellipsis(e.Point, quoteLimit))
 	}
 	e.MountOptions = strings.Split(f[5], ",")
+	e.Optional = f[6:sep]
 	e.FSType = f[sep+1]
 	e.Source = Unescape(f[sep+2])
 	e.SuperOptions = strings.Split(f[sep+3], ",")

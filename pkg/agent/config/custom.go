@@ -267,25 +267,23 @@ func (c Config) validateCustom() []error {
 		}
 		seen[name] = where
 	}
+	// custom validates what a rule and a check share, then the rest.
+	custom := func(where, reason, condition, severity, description string, promote *Promotion, rest []error) {
+		claim(where+".reason", reason)
+		errs = append(errs, validateHead(where, condition, severity, description)...)
+		errs = append(errs, rest...)
+		if promote != nil {
+			claim(where+".promote.reason", promote.Reason)
+			errs = append(errs, promote.validate(where+".promote", severity)...)
+		}
+	}
 	for i, r := range c.CustomRules {
 		where := fmt.Sprintf("customRules[%d] (%s)", i, r.Reason)
-		claim(where+".reason", r.Reason)
-		errs = append(errs, validateHead(where, r.Condition, r.Severity, r.Description)...)
-		errs = append(errs, r.validate(where)...)
-		if r.Promote != nil {
-			claim(where+".promote.reason", r.Promote.Reason)
-			errs = append(errs, r.Promote.validate(where+".promote", r.Severity)...)
-		}
+		custom(where, r.Reason, r.Condition, r.Severity, r.Description, r.Promote, r.validate(where))
 	}
 	for i, k := range c.CustomChecks {
 		where := fmt.Sprintf("customChecks[%d] (%s)", i, k.Reason)
-		claim(where+".reason", k.Reason)
-		errs = append(errs, validateHead(where, k.Condition, k.Severity, k.Description)...)
-		errs = append(errs, k.validate(where)...)
-		if k.Promote != nil {
-			claim(where+".promote.reason", k.Promote.Reason)
-			errs = append(errs, k.Promote.validate(where+".promote", k.Severity)...)
-		}
+		custom(where, k.Reason, k.Condition, k.Severity, k.Description, k.Promote, k.validate(where))
 	}
 	names := make([]string, 0, len(c.Reasons))
 	for n := range c.Reasons {
