@@ -32,15 +32,20 @@ func (a *Agent) handleLine(line logline.Line) {
 			if f.Observed.IsZero() {
 				f.Observed = line.Time
 			}
-			if line.Replayed || (line.Backlog && a.over(p, f)) {
-				// Read again at start only to restore the counts of the
-				// reasons promoted when they repeat.
-				if r, on := p.cfg.Effective(f.Reason); on {
-					a.promote(p, f.Effective(r), f, true)
-				}
+			r, on := p.cfg.Effective(f.Reason)
+			if !on {
 				continue
 			}
-			a.report(p, f)
+			r = f.Effective(r)
+			if line.Replayed || (line.Backlog && faultOver(r, f.Observed, a.opts.Clock.Now())) {
+				// Read again at start only to restore the counts of the
+				// reasons promoted when they repeat; a backlog line whose
+				// fault is over likewise (raising it would show a healthy
+				// node unhealthy after every restart of the agent).
+				a.promote(p, r, f, true)
+				continue
+			}
+			a.publish(p, r, f)
 		}
 	}, func(reason string) { a.metrics.LineRejected(string(line.Source), reason) })
 }
@@ -49,23 +54,14 @@ func (a *Agent) handleLine(line logline.Line) {
 // counts it for its promotion.
 func (a *Agent) report(p *pipeline, f monitor.Finding) {
 	if r, on := p.cfg.Effective(f.Reason); on {
-		r = f.Effective(r)
-		a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
-		a.promote(p, r, f, false)
+		a.publish(p, f.Effective(r), f)
 	}
 }
 
-// over reports a fault from the kernel log's backlog (read at start) that
-// is over: Fatal with a quiet period that has passed since the line was
-// written. Raising it would show a healthy node unhealthy after every
-// restart of the agent whenever the quiet period is shorter than the
-// lookback. It still counts for its promotion, like a replayed line.
-func (a *Agent) over(p *pipeline, f monitor.Finding) bool {
-	r, on := p.cfg.Effective(f.Reason)
-	if !on {
-		return false
-	}
-	return faultOver(f.Effective(r), f.Observed, a.opts.Clock.Now())
+// publish reports f under its effective reason r and counts it.
+func (a *Agent) publish(p *pipeline, r health.Reason, f monitor.Finding) {
+	a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
+	a.promote(p, r, f, false)
 }
 
 // faultOver: a Fatal log-derived fault logged at logged, with a quiet
