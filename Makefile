@@ -8,7 +8,7 @@ BIN := bin
 # agent.Dockerfile and hack/images build with the same tags (deploy/deploytest).
 AGENT_TAGS := grpcnotrace
 
-.PHONY: measure-cold gpu-check helm images images-check images-reproducible images-docker all demo test test-short test-outage-realtime e2e e2e-node bench bench-fleet bench-fleet-karpenter bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
+.PHONY: measure-cold tidy gpu-check helm images images-check images-reproducible images-docker all demo test test-short test-outage-realtime e2e e2e-node bench bench-fleet bench-fleet-karpenter bench-agent build generate verify-generate update-reason-lock lint fmt vet kube-binaries sim-binaries deps local-cluster-start local-cluster-stop clean
 
 all: build
 
@@ -124,10 +124,15 @@ $(BIN)/controller-gen: hack/tools/go.mod
 update-reason-lock:
 	$(GO) run ./hack/genreasons -update-lock
 
-lint: fmt vet
+lint: fmt vet tidy
 
 fmt:
 	@out="$$(gofmt -l cmd pkg internal hack e2e deploy sim)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# tidy: go.mod names what the code imports, directly or not, as it is
+# (go mod tidy -diff prints what tidy would change and fails; it changes nothing).
+tidy:
+	$(GO) mod tidy -diff
 
 vet:
 	$(GO) vet ./...
