@@ -93,8 +93,13 @@ if (( n > 1 )); then
   trap '[[ -n "${prefetcher}" ]] && kill "${prefetcher}" 2>/dev/null; true' EXIT
 fi
 
+# Test binaries are linked without a symbol table or DWARF (-s -w): a cold
+# run links some eighty of them, and the debug information is a quarter of
+# each link's CPU (pkg/repair/controller: 13.0 s against 9.3 s) that no test
+# reads; panics and stack traces need neither. Compiled packages are shared
+# with every other build all the same (link flags are not part of them).
 go_test() {
-  KUBEBUILDER_ASSETS="$("${here}/kube-binaries.sh" "${kube[@]}" | tail -1)" "${GO}" test -count=1 "$@" ./...
+  KUBEBUILDER_ASSETS="$("${here}/kube-binaries.sh" "${kube[@]}" | tail -1)" "${GO}" test -count=1 -ldflags="-s -w" "$@" ./...
 }
 
 i=0
