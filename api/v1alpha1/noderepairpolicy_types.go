@@ -198,6 +198,17 @@ const (
 	LadderQuarantine LadderAction = "Quarantine"
 )
 
+// Valid reports whether a is one of the ladder's actions. The rung table
+// (pkg/rungs, which imports this package) is the list; its test keeps this
+// switch, the enum above and the CRD's rules equal to it.
+func (a LadderAction) Valid() bool {
+	switch a {
+	case LadderResetAccelerator, LadderReboot, LadderReplace, LadderQuarantine:
+		return true
+	}
+	return false
+}
+
 // RepairRule makes a node unhealthy when its condition conditionType has the
 // status status (and, if reasons is set, one of those reasons), and makes it
 // repairable once that has lasted for toleration.

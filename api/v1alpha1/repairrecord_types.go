@@ -325,12 +325,3 @@ func (r RepairRecord) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Valid reports whether a is one of the ladder's actions.
-func (a LadderAction) Valid() bool {
-	switch a {
-	case LadderResetAccelerator, LadderReboot, LadderReplace, LadderQuarantine:
-		return true
-	}
-	return false
-}
