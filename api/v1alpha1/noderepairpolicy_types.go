@@ -12,7 +12,10 @@ import (
 // False/Unknown, KernelReady, ContainerRuntimeReady, NetworkingReady and
 // StorageReady False for 30 minutes, AcceleratedHardwareReady False for 10
 // minutes; at most 20% of a pool unhealthy; evict for up to 10 minutes, then
-// delete; replace the node.
+// delete; then the default ladder: Replace where an engine (Karpenter,
+// Cluster API) owns the node, otherwise the rungs the vendor's catalogue
+// names for the fault's reason, ending in Quarantine (Ladder below); a
+// cloud's scheduled events are not acted on (ScheduledEvents below).
 //
 // When several policies select a node, the one with the highest weight wins
 // (ties: the alphabetically first name); the fields a policy leaves empty take
@@ -94,11 +97,15 @@ type NodeRepairPolicySpec struct {
 	// Ladder is what is tried, rung by rung, once the toleration has
 	// passed and the node is tainted and drained: each rung's attempts in
 	// turn, then the next rung, while the fault stays or comes back within
-	// the rung's window. Replace and Quarantine end a ladder. Absent: the
-	// default ladder — Replace where an engine (Karpenter, Cluster API)
-	// owns the node; for other nodes ResetAccelerator first for the XIDs
-	// NVIDIA's catalogue resolves with a GPU reset, then Reboot, then
-	// Quarantine.
+	// the rung's window. Replace and Quarantine end a ladder; a ladder
+	// that ends in neither ends in Quarantine. Absent: the default ladder
+	// — Replace where an engine (Karpenter, Cluster API) owns the node;
+	// for other nodes it starts at the remedy the vendor's catalogue
+	// names for the fault's reason (the reason registry's remedy; docs/
+	// accelerators.md lists them): ResetAccelerator, Reboot, Quarantine
+	// for a GPU reset; Quarantine alone for hardware only a person can
+	// fix, where a reset or reboot would only bring a broken node back to
+	// work for a while; Reboot, Quarantine for any other reason.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
@@ -123,7 +130,42 @@ type NodeRepairPolicySpec struct {
 	// quorum (docs/repair.md, Control-plane nodes).
 	// +optional
 	ControlPlane ControlPlaneMode `json:"controlPlane,omitempty"`
+
+	// ScheduledEvents says what is done, ahead of time, about a node
+	// whose cloud has scheduled an event for it (a reboot, retirement,
+	// stop or maintenance: ScheduledMaintenance; a spot instance being
+	// reclaimed: SpotInterruption), as the node's own agent reports it.
+	// Absent: nothing (action Ignore).
+	// +optional
+	ScheduledEvents *ScheduledEventsPolicy `json:"scheduledEvents,omitempty"`
 }
+
+// ScheduledEventsPolicy says what nodemend-controller does about a cloud's
+// scheduled event.
+type ScheduledEventsPolicy struct {
+	// Action is Ignore (the default: the event is reported, nothing more)
+	// or Drain: the node is cordoned and its pods evicted (honouring
+	// PodDisruptionBudgets, never deleted) before the event takes it
+	// down, through the same gates as a repair (the pool's maxUnhealthy,
+	// the pause switch, the veto, control-plane nodes skipped unless
+	// controlPlane is Repair). The node is never tainted for repair,
+	// rebooted or deleted for it; the cordon is lifted once the agent no
+	// longer reports the event (docs/repair.md, Scheduled events).
+	// +optional
+	Action ScheduledEventAction `json:"action,omitempty"`
+}
+
+// ScheduledEventAction is what is done about a cloud's scheduled event.
+//
+// +kubebuilder:validation:Enum=Ignore;Drain
+type ScheduledEventAction string
+
+const (
+	// ScheduledEventIgnore reports the event and does nothing (default).
+	ScheduledEventIgnore ScheduledEventAction = "Ignore"
+	// ScheduledEventDrain cordons and drains the node ahead of the event.
+	ScheduledEventDrain ScheduledEventAction = "Drain"
+)
 
 // ControlPlaneMode says whether control-plane nodes are repaired.
 //

@@ -73,6 +73,9 @@ type Policy struct {
 	// RepairControlPlane: the policy opts control-plane nodes in
 	// (spec.controlPlane: Repair; pkg/repair/controlplane).
 	RepairControlPlane bool
+	// DrainOnScheduledEvent: the policy drains a node ahead of a cloud's
+	// scheduled event (spec.scheduledEvents.action: Drain).
+	DrainOnScheduledEvent bool
 }
 
 // Rung is one rung of a ladder, its defaults filled in.
@@ -259,6 +262,15 @@ func FromAPIWith(o *v1alpha1.NodeRepairPolicy, agents AgentQuietPeriods) (Policy
 		p.RepairControlPlane = true
 	default:
 		return Policy{}, nil, fmt.Errorf("controlPlane %q is not Skip or Repair", o.Spec.ControlPlane)
+	}
+	if se := o.Spec.ScheduledEvents; se != nil {
+		switch se.Action {
+		case "", v1alpha1.ScheduledEventIgnore:
+		case v1alpha1.ScheduledEventDrain:
+			p.DrainOnScheduledEvent = true
+		default:
+			return Policy{}, nil, fmt.Errorf("scheduledEvents.action %q is not Ignore or Drain", se.Action)
+		}
 	}
 	return p, warnings, nil
 }

@@ -98,6 +98,28 @@ func TestFromAPI(t *testing.T) {
 				t.Errorf("got %+v", p)
 			}
 		}},
+		{name: "scheduled events are ignored by default", check: func(t *testing.T, p Policy) {
+			if p.DrainOnScheduledEvent {
+				t.Error("an empty spec drains on scheduled events")
+			}
+		}},
+		{name: "scheduledEvents Drain", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.ScheduledEvents = &v1alpha1.ScheduledEventsPolicy{Action: v1alpha1.ScheduledEventDrain}
+		}, check: func(t *testing.T, p Policy) {
+			if !p.DrainOnScheduledEvent {
+				t.Error("scheduledEvents.action Drain does not drain")
+			}
+		}},
+		{name: "scheduledEvents Ignore", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.ScheduledEvents = &v1alpha1.ScheduledEventsPolicy{Action: v1alpha1.ScheduledEventIgnore}
+		}, check: func(t *testing.T, p Policy) {
+			if p.DrainOnScheduledEvent {
+				t.Error("scheduledEvents.action Ignore drains")
+			}
+		}},
+		{name: "scheduledEvents unknown action", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
+			s.ScheduledEvents = &v1alpha1.ScheduledEventsPolicy{Action: "Reboot"}
+		}, err: true},
 		{name: "rules replace the defaults", spec: func(s *v1alpha1.NodeRepairPolicySpec) {
 			s.Rules = []v1alpha1.RepairRule{{ConditionType: "AcceleratedHardwareReady", Status: "False", Toleration: metav1.Duration{Duration: time.Minute}, Reasons: []string{"NvidiaXIDError"}}}
 		}, check: func(t *testing.T, p Policy) {
