@@ -23,11 +23,11 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/hack/gpu-check/gpucheck"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
 	"nodemend.dev/nodemend/pkg/diagnostics/bundle"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"

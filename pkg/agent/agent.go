@@ -29,15 +29,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/internal/cloudmeta"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/agent/events"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
-	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"
 )
 
@@ -70,12 +69,12 @@ type Options struct {
 	NVML nvidia.Opener
 	// Commands runs the host tools of the monitors (DCGM's dcgmi) from the
 	// agent's own filesystem; nil means real processes. Tests script them.
-	Commands dcgm.Runner
+	Commands command.Runner
 	// HostCommands runs tools of the host's filesystem inside it (the
 	// host's dcgmi, where the agent's image has none); nil means real
 	// processes chrooted into HostRoot, or none when HostRoot is "/" (the
 	// agent's filesystem is the host's).
-	HostCommands dcgm.Runner
+	HostCommands command.Runner
 	// AppliesPoll is how often monitors of hardware a node may lack (GPUs)
 	// re-check whether they apply (default 1m): a driver installed after the
 	// agent starts is picked up.

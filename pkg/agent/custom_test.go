@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/health"
 )
 

@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
@@ -39,7 +39,7 @@ func dcgmFixture(t *testing.T, name string) string {
 // startDCGMAgent runs an agent on an NVIDIA node (two GPUs, fake NVML) whose
 // tools are scripted: those of the agent's filesystem and those of the
 // host's.
-func startDCGMAgent(t *testing.T, cfg string, tools, hostTools dcgm.Runner) *running {
+func startDCGMAgent(t *testing.T, cfg string, tools, hostTools command.Runner) *running {
 	t.Helper()
 	root := hostroot.New(t).WithProc().WithNvidiaGPUs(2)
 	node := fmt.Sprintf("dcgm-node-%d", seq.Add(1))
@@ -93,7 +93,7 @@ func (r *running) dcgmEvents() []corev1.Event {
 // lookups counts the LookPath calls of a runner: how many times the DCGM
 // checks looked for dcgmi.
 type lookups struct {
-	dcgm.Runner
+	command.Runner
 	n atomic.Int64
 }
 

@@ -13,10 +13,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/internal/testsupport/pcaptest"
 	"nodemend.dev/nodemend/pkg/diagnostics"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/diagnostics/pcap"
 )
 

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/internal/testsupport/fakes3"
 	"nodemend.dev/nodemend/pkg/diagnostics"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/diagnostics/pcap"
 	"nodemend.dev/nodemend/pkg/diagnostics/upload"
 )

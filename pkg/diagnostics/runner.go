@@ -34,12 +34,12 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/internal/cloudmeta"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 	"nodemend.dev/nodemend/pkg/diagnostics/pcap"
 	"nodemend.dev/nodemend/pkg/diagnostics/upload"
 )

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 )
 
 // Secrets planted in the EKS host's files.

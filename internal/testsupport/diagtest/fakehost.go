@@ -16,9 +16,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/fakecri"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
 // Host is a fake node.

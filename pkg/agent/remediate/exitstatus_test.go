@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 )
 
 // The driver's required peers are added once: a second refusal that names

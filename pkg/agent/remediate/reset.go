@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"nodemend.dev/nodemend/internal/childproc"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 )
 
 // Resetter resets accelerators.

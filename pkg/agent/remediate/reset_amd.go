@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 )
 
 // AMDSMI resets AMD GPUs with ROCm's amd-smi (`amd-smi reset --gpureset

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"nodemend.dev/nodemend/internal/childproc"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 )
 
 // The amd-* fixtures are amd-smi's --json outputs (ROCm's amdsmi CLI) on a

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 )
 
 // The fixtures in testdata are nvidia-smi's outputs for the cases its manual

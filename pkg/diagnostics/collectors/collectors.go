@@ -14,9 +14,9 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/cloudmeta"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
 // Env is what collectors read from.

@@ -16,12 +16,12 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/cloudmeta"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/internal/testsupport/imdsmock"
 	"nodemend.dev/nodemend/pkg/diagnostics/bundle"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
 func env(h *diagtest.Host) *collectors.Env {

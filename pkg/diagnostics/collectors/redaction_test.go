@@ -13,12 +13,12 @@ import (
 	"strings"
 	"testing"
 
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/diagnostics/bundle"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
 // The property: whatever form a secret takes and wherever it lands relative

@@ -28,7 +28,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 )
 
 // Spec is a validated capture request.

@@ -16,8 +16,8 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/testsupport/pcaptest"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
 )
 
 func TestTcpdumpArgs(t *testing.T) {

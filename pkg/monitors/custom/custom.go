@@ -15,13 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os/exec"
 	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
 
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
 	"nodemend.dev/nodemend/pkg/monitor"
@@ -33,12 +33,6 @@ const Name = "custom"
 // MaxOutputBytes is how much of a check's standard output is read: its
 // first line is the message, NPD's plugins print a line or two.
 const MaxOutputBytes = 4096
-
-// Runner runs a program of the host (pkg/diagnostics/command.Exec: found
-// and trust-checked under the host root, run chrooted into it).
-type Runner interface {
-	Run(ctx context.Context, name string, args []string, stdout io.Writer) error
-}
 
 // Check is one operator's check.
 type Check struct {
@@ -52,8 +46,9 @@ type Check struct {
 type Options struct {
 	Rules  []logline.Rule
 	Checks []Check
-	// Run runs the checks' programs.
-	Run Runner
+	// Run runs the checks' programs: the host's (command.Exec with Root:
+	// found and trust-checked under the host root, run chrooted into it).
+	Run command.Runner
 	// Redact masks secrets in a check's output before it becomes a
 	// message (pkg/diagnostics/redact); nil keeps it as is.
 	Redact func(string) string

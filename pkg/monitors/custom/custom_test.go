@@ -12,7 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/internal/childproc"
-	"nodemend.dev/nodemend/pkg/diagnostics/command"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/pkg/diagnostics/redact"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"

@@ -5,21 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
 
-	"nodemend.dev/nodemend/internal/childproc"
+	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/textcut"
 )
-
-// Runner runs host tools; pkg/diagnostics/command's Exec (real processes,
-// never through a shell) and Script (tests) implement it.
-type Runner interface {
-	LookPath(name string) (string, error)
-	Run(ctx context.Context, name string, args []string, stdout io.Writer) error
-}
 
 // Errors of the client. A node without DCGM gets ErrNotInstalled or
 // ErrUnreachable; neither is a fault of the node by itself.
@@ -51,11 +43,11 @@ const (
 // 5555); an empty From means FromAuto.
 type Client struct {
 	// Runner runs the tools of the agent's own filesystem.
-	Runner Runner
+	Runner command.Runner
 	// HostRunner runs the tools of the host's filesystem, inside it
-	// (pkg/diagnostics/command Exec.Root); nil where the agent has no
+	// (command.Exec with Root); nil where the agent has no
 	// separate host root.
-	HostRunner Runner
+	HostRunner command.Runner
 	// From says whose dcgmi to run.
 	From ToolFrom
 	// Dcgmi is the tool: a name looked up in PATH, or a path.
@@ -74,16 +66,16 @@ func (c *Client) tool() string {
 
 // locate picks the dcgmi to run: the agent's, else the host's (as From
 // allows), and names it for messages.
-func (c *Client) locate() (Runner, string, error) {
+func (c *Client) locate() (command.Runner, string, error) {
 	var tried []string
 	refused := false
-	try := func(r Runner, whose string) bool {
+	try := func(r command.Runner, whose string) bool {
 		if r == nil {
 			return false
 		}
 		if _, err := r.LookPath(c.tool()); err != nil {
 			tried = append(tried, whose+": "+err.Error())
-			refused = refused || errors.Is(err, childproc.ErrUntrusted)
+			refused = refused || errors.Is(err, command.ErrUntrusted)
 			return false
 		}
 		return true
