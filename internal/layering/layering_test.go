@@ -37,7 +37,7 @@ var layers = []layer{
 		"small production helpers: holding API requests through an outage, retry backoff, bounded reads, byte counts for people, child processes, host tools run for their output (one command runner), the cloud's instance metadata, the agent's core/v1 client, kubeconfig loading, the nodemend.dev API group's client, the mount table, the runtime scheme, paging out the agent's own binary"},
 	{"sources", []string{"pkg/source/...", "pkg/rules"}, []string{"contract", "plumbing"},
 		"log readers (kmsg, journal, file tail) that produce log lines; the rule matcher"},
-	{"monitors", []string{"pkg/monitors/..."}, []string{"contract", "plumbing"},
+	{"monitors", []string{"pkg/monitors/..."}, []string{"sources", "contract", "plumbing"},
 		"detection, one package per monitor (its rules, checks and config section), and the table of monitors"},
 	{"diagnostics", []string{"pkg/diagnostics/..."}, []string{"sources", "contract", "plumbing"},
 		"NodeDiagnostic bundles, redaction, upload, packet capture"},

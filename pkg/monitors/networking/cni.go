@@ -1,20 +1,20 @@
 package networking
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/source/tail"
 )
 
 // cniSpec is how the monitor recognizes one CNI and its agent. A CNI is
@@ -92,7 +92,7 @@ type cniObservation struct {
 // guarded gatherer, never concurrently.
 type cniReader struct {
 	pids  map[string]int // last PID of each agent: checked first next time
-	ipamd logTail
+	ipamd tail.Cursor    // ipamd.log, read on from where the last check left it
 	log   ipamdLog
 }
 
@@ -193,7 +193,8 @@ func (m *Monitor) readCNI(ctx context.Context) ([]cniObservation, error) {
 		obs = append(obs, o)
 	}
 	if !slices.ContainsFunc(installed, func(o cniObservation) bool { return o.Spec.Readiness == readinessIPAMDLog }) {
-		r.ipamd, r.log = logTail{}, ipamdLog{}
+		r.ipamd.Reset()
+		r.log = ipamdLog{}
 	}
 	return obs, nil
 }
@@ -218,8 +219,8 @@ func installedCNIs(confs []string) []cniObservation {
 func (m *Monitor) readReadiness(ctx context.Context, r *cniReader, o *cniObservation) error {
 	switch o.Spec.Readiness {
 	case readinessIPAMDLog:
-		lines, err := r.ipamd.read(m.hostPath(ipamdLogPath))
-		if err != nil {
+		var lines [][]byte
+		if err := r.ipamd.Read(m.hostPath(ipamdLogPath), func(line []byte) { lines = append(lines, bytes.Clone(line)) }); err != nil {
 			return err
 		}
 		r.log = evalIPAMDLog(r.log, lines)
@@ -477,79 +478,4 @@ func parseZapTime(raw json.RawMessage) time.Time {
 		return time.Unix(sec, int64((f-float64(sec))*1e9)).UTC()
 	}
 	return time.Time{}
-}
-
-// logTail reads what was appended to a log file since the last read. It
-// follows rotation by rename (a new inode) and truncation (a smaller size)
-// by starting the new file from its beginning. The first read starts at the
-// end: old lines say nothing about now.
-type logTail struct {
-	started bool
-	ino     uint64
-	offset  int64
-	partial []byte
-}
-
-// maxTailRead bounds one read: a log that grows faster is skipped ahead.
-const maxTailRead = 1 << 20
-
-// read returns the complete new lines of path. A missing file is no lines.
-func (t *logTail) read(path string) ([][]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		*t = logTail{started: true}
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	ino := inode(st)
-	size := st.Size()
-	switch {
-	case !t.started:
-		t.started, t.ino, t.offset = true, ino, size
-		return nil, nil
-	case ino != t.ino || size < t.offset:
-		t.ino, t.offset, t.partial = ino, 0, nil
-	}
-	if size-t.offset > maxTailRead {
-		t.offset, t.partial = size-maxTailRead, nil
-	}
-	buf := make([]byte, size-t.offset)
-	n, err := f.ReadAt(buf, t.offset)
-	if err != nil && n < len(buf) {
-		return nil, err
-	}
-	t.offset += int64(n)
-	data := append(t.partial, buf[:n]...)
-	lines, rest := splitLines(data)
-	t.partial = append([]byte(nil), rest...)
-	return lines, nil
-}
-
-// splitLines splits data into complete lines and the unterminated rest.
-func splitLines(data []byte) (lines [][]byte, rest []byte) {
-	for {
-		i := slices.Index(data, '\n')
-		if i < 0 {
-			return lines, data
-		}
-		if i > 0 {
-			lines = append(lines, data[:i])
-		}
-		data = data[i+1:]
-	}
-}
-
-// inode is the file's inode number, 0 where the platform has none.
-func inode(fi os.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino)
-	}
-	return 0
 }

@@ -276,47 +276,6 @@ func TestParseZapTime(t *testing.T) {
 	}
 }
 
-func TestLogTail(t *testing.T) {
-	root := hostroot.New(t)
-	p := root.Path("x.log")
-	var tail logTail
-	read := func(want string) {
-		t.Helper()
-		lines, err := tail.read(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, l := range lines {
-			got = append(got, string(l))
-		}
-		if s := strings.Join(got, "|"); s != want {
-			t.Fatalf("got %q, want %q", s, want)
-		}
-	}
-	read("") // missing file
-	root.WriteFile("x.log", "old\n")
-	read("old") // created after the first read: read from its start
-	appendFile(t, p, "a\nb")
-	read("a")
-	appendFile(t, p, "c\n\n")
-	read("bc")
-	root.WriteFile("x.log", "n\n") // truncated and rewritten
-	read("n")
-
-	var fresh logTail
-	root.WriteFile("y.log", "before\n")
-	if lines, _ := fresh.read(root.Path("y.log")); len(lines) != 0 {
-		t.Fatalf("an existing file is read from its end: %q", lines)
-	}
-	// A burst larger than one read is skipped ahead, not buffered.
-	appendFile(t, root.Path("y.log"), strings.Repeat("x", maxTailRead)+"\nlast\n")
-	lines, err := fresh.read(root.Path("y.log"))
-	if err != nil || len(lines) == 0 || string(lines[len(lines)-1]) != "last" {
-		t.Fatalf("%d lines, %v", len(lines), err)
-	}
-}
-
 func TestEvalCNIThresholdsPerReason(t *testing.T) {
 	specs := cniSpecs()
 	obs := []cniObservation{{Spec: specs[0], Config: "10-aws.conflist"}, {Spec: specs[3], Config: "10-flannel.conflist"}}

@@ -1,7 +1,6 @@
 package networking
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -64,25 +63,5 @@ func FuzzParseIPAMDLine(f *testing.F) {
 			t.Fatalf("implausible time %v", ts)
 		}
 		_ = evalIPAMDLog(ipamdLog{}, [][]byte{line})
-	})
-}
-
-func FuzzSplitLines(f *testing.F) {
-	f.Add([]byte("a\nb\n\nc"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		lines, rest := splitLines(data)
-		var b bytes.Buffer
-		for _, l := range lines {
-			if len(l) == 0 || bytes.IndexByte(l, '\n') >= 0 {
-				t.Fatalf("bad line %q", l)
-			}
-			b.Write(l)
-		}
-		if bytes.IndexByte(rest, '\n') >= 0 {
-			t.Fatalf("rest %q has a newline", rest)
-		}
-		if want := bytes.ReplaceAll(data, []byte("\n"), nil); !bytes.Equal(append(b.Bytes(), rest...), want) {
-			t.Fatalf("lost bytes: %q", data)
-		}
 	})
 }

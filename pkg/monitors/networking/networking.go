@@ -26,6 +26,7 @@ import (
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/source/tail"
 )
 
 // Name is the registry monitor name.
@@ -108,7 +109,7 @@ type Monitor struct {
 	// npaPID is the network policy agent's last PID (systemd), npaLog its
 	// log's tail; only the guarded gatherer touches them.
 	npaPID int
-	npaLog logTail
+	npaLog tail.Cursor
 
 	mu       sync.Mutex
 	ifaces   ifaceState

@@ -129,21 +129,16 @@ func (m *Monitor) readNPA() (npaObservation, error) {
 		}
 	}
 	if o.Deployment == npaNone {
-		m.npaLog = logTail{}
+		m.npaLog.Reset()
 		return o, nil
 	}
-	lines, err := m.npaLog.read(m.hostPath(npaLogPath))
-	if err != nil {
-		return o, err
-	}
-	for _, l := range lines {
-		ts, msg, ok := parseZapLine(l, npaBPFErrors)
-		if ok {
+	err := m.npaLog.Read(m.hostPath(npaLogPath), func(line []byte) {
+		if ts, msg, ok := parseZapLine(line, npaBPFErrors); ok {
 			o.BPFErrors = append(o.BPFErrors, ts)
 			o.LastBPF = msg
 		}
-	}
-	return o, nil
+	})
+	return o, err
 }
 
 // npaFromPods finds the aws-eks-nodeagent container of this node's aws-node

@@ -476,3 +476,10 @@ func (s *splitter) flush() {
 	s.line = s.line[:0]
 	s.discard = false
 }
+
+// reset forgets a held partial line and a discarded one: the stream it
+// belonged to was left (Cursor skipped ahead or the file was replaced).
+func (s *splitter) reset() {
+	s.line = s.line[:0]
+	s.discard = false
+}
