@@ -173,16 +173,41 @@ func (e *Executor) facts() Facts {
 	}
 	f := Facts{
 		NodeName: e.opts.NodeName, BootID: boot, Now: e.opts.Clock.Now(), MaxSkew: e.opts.MaxClockSkew,
-		Enabled: map[v1alpha1.HostAction]bool{v1alpha1.HostReboot: e.opts.Rebooter != nil, v1alpha1.HostResetAccelerator: e.opts.Resetter != nil},
-		WhyOff:  map[v1alpha1.HostAction]string{v1alpha1.HostReboot: e.opts.RebootOff, v1alpha1.HostResetAccelerator: e.opts.ResetOff},
+		Enabled: map[v1alpha1.HostAction]bool{}, WhyOff: map[v1alpha1.HostAction]string{},
 	}
-	if e.ledgerErr != nil {
-		f.Enabled[v1alpha1.HostReboot] = false
-		f.WhyOff[v1alpha1.HostReboot] = e.ledgerErr.Error()
-	} else {
+	for action, c := range e.carriers() {
+		f.Enabled[action], f.WhyOff[action] = c.on, c.off
+	}
+	if e.ledgerErr == nil {
 		f.Rebooted = e.ledger.boots()
 	}
 	return f
+}
+
+// carrier is how this agent carries out the orders of one agent rung
+// (pkg/rungs): whether it may, and why not, the mechanism it reports, and
+// the act, which writes the order's outcome (or, for a reboot, leaves it to
+// the next boot).
+type carrier struct {
+	on        bool
+	off       string
+	mechanism func() string
+	do        func(ctx context.Context, log logr.Logger, accepted *v1alpha1.NodeRemediation, boot string, now time.Time) error
+}
+
+// carriers are this agent's carriers, one for each order action of the
+// rung table's agent rungs (a test checks that none is missing). Adding an
+// agent rung is its line in pkg/rungs and its carrier here.
+func (e *Executor) carriers() map[v1alpha1.HostAction]carrier {
+	reboot := carrier{on: e.opts.Rebooter != nil, off: e.opts.RebootOff, mechanism: e.mechanism, do: e.reboot}
+	if e.ledgerErr != nil {
+		// Which boots had their reboot is unknown: none is done.
+		reboot.on, reboot.off = false, e.ledgerErr.Error()
+	}
+	return map[v1alpha1.HostAction]carrier{
+		v1alpha1.HostReboot:           reboot,
+		v1alpha1.HostResetAccelerator: {on: e.opts.Resetter != nil, off: e.opts.ResetOff, mechanism: e.resetMechanism, do: e.reset},
+	}
 }
 
 // sync judges one order from the cache; anything but Ignore is judged again
@@ -235,7 +260,7 @@ func (e *Executor) sync(ctx context.Context, name string) error {
 	// succeeds only if nothing changed since; only then is the host touched.
 	boot := facts.BootID
 	fresh.Status.BootID = boot
-	fresh.Status.Mechanism = e.mechanismFor(fresh.Spec.Action)
+	fresh.Status.Mechanism = e.carriers()[fresh.Spec.Action].mechanism()
 	now := metav1.NewTime(e.opts.Clock.Now())
 	fresh.Status.AcceptedTime = &now
 	accepted, err := e.writeStatus(ctx, fresh, v1alpha1.RemediationAccepted, "accepted on boot "+boot, nil)
@@ -244,52 +269,54 @@ func (e *Executor) sync(ctx context.Context, name string) error {
 	}
 	e.accepted[fresh.UID] = true
 	log.Info("order accepted; carrying it out", "boot", boot, "mechanism", accepted.Status.Mechanism)
-	switch fresh.Spec.Action {
-	case v1alpha1.HostReboot:
-		// The boot's one reboot, recorded before it is tried: a reboot
-		// that may not be recorded is not done.
-		if err := e.ledger.record(boot, name, now.Time); err != nil {
-			log.Error(err, "recording the reboot in the ledger")
-			_, werr := e.writeStatus(ctx, accepted, v1alpha1.RemediationFailed, "not rebooted: the reboot cannot be recorded in the agent's ledger: "+err.Error(), nil)
-			return werr
-		}
-		if err := e.opts.Rebooter.Reboot(ctx); err != nil {
-			log.Error(err, "reboot failed")
-			_, werr := e.writeStatus(ctx, accepted, v1alpha1.RemediationFailed, "reboot failed: "+err.Error(), nil)
-			return werr
-		}
-		// The host goes down; the agent of the next boot records the
-		// outcome (judgeAccepted).
-		log.Info("reboot requested")
-		return nil
-	default:
-		devices := fresh.Spec.Devices
-		if len(devices) == 0 && e.opts.ResetCandidates != nil {
-			devices = e.opts.ResetCandidates()
-		}
-		res, err := e.opts.Resetter.Reset(ctx, devices)
-		if err == nil && e.opts.AfterReset != nil {
-			e.opts.AfterReset(res.Devices, len(devices) == 0)
-		}
-		phase, msg := v1alpha1.RemediationSucceeded, res.Message
-		if err != nil {
-			phase, msg = v1alpha1.RemediationFailed, err.Error()
-			if errors.Is(err, ErrBusy) || errors.Is(err, ErrRefused) {
-				phase = v1alpha1.RemediationRefused
-			}
-			log.Error(err, "accelerator reset not done")
-		} else {
-			log.Info("accelerators reset and healthy", "devices", res.Devices)
-		}
-		_, werr := e.writeStatus(ctx, accepted, phase, msg, res.Devices)
-		return werr
-	}
+	return e.carriers()[fresh.Spec.Action].do(ctx, log, accepted, boot, now.Time)
 }
 
-func (e *Executor) mechanismFor(a v1alpha1.HostAction) string {
-	if a == v1alpha1.HostReboot {
-		return e.mechanism()
+// reboot carries out an accepted reboot order.
+func (e *Executor) reboot(ctx context.Context, log logr.Logger, accepted *v1alpha1.NodeRemediation, boot string, now time.Time) error {
+	// The boot's one reboot, recorded before it is tried: a reboot
+	// that may not be recorded is not done.
+	if err := e.ledger.record(boot, accepted.Name, now); err != nil {
+		log.Error(err, "recording the reboot in the ledger")
+		_, werr := e.writeStatus(ctx, accepted, v1alpha1.RemediationFailed, "not rebooted: the reboot cannot be recorded in the agent's ledger: "+err.Error(), nil)
+		return werr
 	}
+	if err := e.opts.Rebooter.Reboot(ctx); err != nil {
+		log.Error(err, "reboot failed")
+		_, werr := e.writeStatus(ctx, accepted, v1alpha1.RemediationFailed, "reboot failed: "+err.Error(), nil)
+		return werr
+	}
+	// The host goes down; the agent of the next boot records the
+	// outcome (judgeAccepted).
+	log.Info("reboot requested")
+	return nil
+}
+
+// reset carries out an accepted accelerator reset order.
+func (e *Executor) reset(ctx context.Context, log logr.Logger, accepted *v1alpha1.NodeRemediation, _ string, _ time.Time) error {
+	devices := accepted.Spec.Devices
+	if len(devices) == 0 && e.opts.ResetCandidates != nil {
+		devices = e.opts.ResetCandidates()
+	}
+	res, err := e.opts.Resetter.Reset(ctx, devices)
+	if err == nil && e.opts.AfterReset != nil {
+		e.opts.AfterReset(res.Devices, len(devices) == 0)
+	}
+	phase, msg := v1alpha1.RemediationSucceeded, res.Message
+	if err != nil {
+		phase, msg = v1alpha1.RemediationFailed, err.Error()
+		if errors.Is(err, ErrBusy) || errors.Is(err, ErrRefused) {
+			phase = v1alpha1.RemediationRefused
+		}
+		log.Error(err, "accelerator reset not done")
+	} else {
+		log.Info("accelerators reset and healthy", "devices", res.Devices)
+	}
+	_, werr := e.writeStatus(ctx, accepted, phase, msg, res.Devices)
+	return werr
+}
+
+func (e *Executor) resetMechanism() string {
 	if e.opts.Resetter != nil {
 		return e.opts.Resetter.Mechanism()
 	}

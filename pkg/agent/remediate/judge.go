@@ -38,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/rungs"
 )
 
 // RepairTaintKey is the taint nodemend-controller puts on a node under
@@ -94,11 +95,12 @@ func Judge(o *v1alpha1.NodeRemediation, f Facts) Judgement {
 		return Judgement{Verdict: Ignore}
 	}
 	st := o.Status
+	rung, _ := rungs.ForOrder(o.Spec.Action)
 	switch {
 	case st.Phase.Finished():
 		return Judgement{Verdict: Ignore}
 	case st.Phase == v1alpha1.RemediationAccepted:
-		return judgeAccepted(o, f)
+		return judgeAccepted(o, rung, f)
 	case st.Phase != v1alpha1.RemediationPending:
 		return finish(v1alpha1.RemediationFailed, "unknown phase %q", st.Phase)
 	}
@@ -108,8 +110,8 @@ func Judge(o *v1alpha1.NodeRemediation, f Facts) Judgement {
 	if o.Spec.BootID != f.BootID {
 		return finish(v1alpha1.RemediationRefused, "ordered for boot %s, but the host runs boot %s: it has rebooted since", o.Spec.BootID, f.BootID)
 	}
-	if prev, ok := f.Rebooted[f.BootID]; ok && o.Spec.Action == v1alpha1.HostReboot {
-		return finish(v1alpha1.RemediationRefused, "%s a reboot was already accepted during boot %s (order %s): at most one per boot", DuplicatePrefix, f.BootID, prev)
+	if prev, ok := f.Rebooted[f.BootID]; ok && rung.OncePerBoot {
+		return finish(v1alpha1.RemediationRefused, "%s a %s was already accepted during boot %s (order %s): at most one per boot", DuplicatePrefix, rung.Short, f.BootID, prev)
 	}
 	if j, ok := judgeNode(o, f.Node); !ok {
 		return j
@@ -133,23 +135,22 @@ func Judge(o *v1alpha1.NodeRemediation, f Facts) Judgement {
 	return Judgement{Verdict: Act}
 }
 
-// judgeAccepted handles an order this node accepted earlier: a later boot
-// means the reboot happened; the same boot means the agent stopped between
-// accepting and finishing, and the order is not carried out a second time.
-func judgeAccepted(o *v1alpha1.NodeRemediation, f Facts) Judgement {
+// judgeAccepted handles an order this node accepted earlier: for a rung
+// proved by a new boot (a reboot), a later boot means it happened; for
+// another, a later boot means the host went down during it. The same boot
+// means the agent stopped between accepting and finishing, and the order is
+// not carried out a second time.
+func judgeAccepted(o *v1alpha1.NodeRemediation, rung rungs.Rung, f Facts) Judgement {
 	rebooted := o.Status.BootID != "" && f.BootID != "" && o.Status.BootID != f.BootID
-	switch o.Spec.Action {
-	case v1alpha1.HostReboot:
-		if rebooted {
-			return finish(v1alpha1.RemediationSucceeded, "rebooted: boot %s, now boot %s", o.Status.BootID, f.BootID)
-		}
-		return finish(v1alpha1.RemediationFailed, "the agent restarted after accepting the reboot, and the host did not reboot; not tried again")
-	default:
-		if rebooted {
-			return finish(v1alpha1.RemediationFailed, "the host rebooted during the reset (boot %s, now %s)", o.Status.BootID, f.BootID)
-		}
-		return finish(v1alpha1.RemediationFailed, "the agent restarted during the reset; not tried again")
+	switch {
+	case rung.Proof == rungs.BootID && rebooted:
+		return finish(v1alpha1.RemediationSucceeded, "%s: boot %s, now boot %s", rung.Done, o.Status.BootID, f.BootID)
+	case rung.Proof == rungs.BootID:
+		return finish(v1alpha1.RemediationFailed, "the agent restarted after accepting the %s, and the host did not reboot; not tried again", rung.Short)
+	case rebooted:
+		return finish(v1alpha1.RemediationFailed, "the host rebooted during the %s (boot %s, now %s)", rung.Short, o.Status.BootID, f.BootID)
 	}
+	return finish(v1alpha1.RemediationFailed, "the agent restarted during the %s; not tried again", rung.Short)
 }
 
 func finish(p v1alpha1.RemediationPhase, format string, args ...any) Judgement {

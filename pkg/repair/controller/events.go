@@ -20,6 +20,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/rungs"
 )
 
 // Every Event the controller emits is built here: its reason, action and
@@ -258,11 +259,10 @@ func orderedEvent(node *corev1.Node, a ladder.Attempt, o *v1alpha1.NodeRemediati
 		record: history.Record{Rung: rungOf(a, o.Name, "")}}
 }
 
+// verifiedBy is what proves an attempt of a, as the rung table says.
 func verifiedBy(a v1alpha1.LadderAction) string {
-	if a == v1alpha1.LadderReboot {
-		return "a new boot ID and the condition healthy"
-	}
-	return "the agent's report and the condition healthy"
+	rung, _ := rungs.Lookup(a)
+	return rung.VerifiedBy
 }
 
 // rebootVerifiedEvent: the Node's boot ID changed.

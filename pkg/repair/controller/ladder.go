@@ -21,6 +21,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/rungs"
 )
 
 // This file runs the ladder (pkg/repair/ladder) once a node is drained: the
@@ -61,10 +62,17 @@ func (r *Reconciler) drained(ctx context.Context, node *corev1.Node, st workflow
 	return r.carryOut(ctx, node, st, pol, *st.Rung, now)
 }
 
-// carryOut starts attempt a on a drained node.
+// carryOut starts attempt a on a drained node, by who carries its rung out
+// (pkg/rungs): the engine replaces the node, the controller quarantines it,
+// the node's agent gets an order.
 func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
-	switch a.Action {
-	case v1alpha1.LadderReplace:
+	rung, known := rungs.Lookup(a.Action)
+	switch {
+	case !known:
+		// A record written by a newer controller, or by hand: a person
+		// decides, as at the end of every ladder.
+		return r.escalate(ctx, node, st, pol, a, fmt.Sprintf("%s is not a rung this controller knows", a.Action), now)
+	case rung.By == rungs.Engine:
 		if next := workflow.WithAttempt(st.Record, a); !equality.Semantic.DeepEqual(next, st.Record) {
 			var err error
 			if node, err = r.write(ctx, node, st.Record, next, true); err != nil {
@@ -73,7 +81,7 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 			st.Record = next
 		}
 		return r.handOver(ctx, node, st, now)
-	case v1alpha1.LadderQuarantine:
+	case rung.By == rungs.Controller:
 		return r.quarantine(ctx, node, st, a, now)
 	}
 	if r.opts.AgentSilence > 0 {
@@ -139,14 +147,11 @@ func orderName(node *corev1.Node, started time.Time, a ladder.Attempt) string {
 	if len(prefix) > 200 {
 		prefix = strings.TrimRight(prefix[:200], "-.")
 	}
-	return prefix + "-" + strings.ToLower(shortAction(a.Action)) + "-" + hex.EncodeToString(h[:5])
-}
-
-func shortAction(a v1alpha1.LadderAction) string {
-	if a == v1alpha1.LadderResetAccelerator {
-		return "reset"
+	short := strings.ToLower(string(a.Action))
+	if rung, ok := rungs.Lookup(a.Action); ok {
+		short = rung.Short
 	}
-	return string(a)
+	return prefix + "-" + short + "-" + hex.EncodeToString(h[:5])
 }
 
 // remediate follows an ordered attempt: the order is created (once), then
@@ -213,10 +218,8 @@ func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st work
 		return err
 	}
 	trigger := repairTrigger(st)
-	host := v1alpha1.HostReboot
-	if a.Action == v1alpha1.LadderResetAccelerator {
-		host = v1alpha1.HostResetAccelerator
-	}
+	rung, _ := rungs.Lookup(a.Action) // an agent rung: carryOut checked it
+	host := rung.Order
 	o := &v1alpha1.NodeRemediation{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Order, OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,

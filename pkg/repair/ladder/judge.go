@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/rungs"
 )
 
 // Observation is what the controller sees of an attempt in progress.
@@ -45,12 +46,14 @@ type Outcome struct {
 	Wake    time.Time
 }
 
-// Judge decides an attempt of a Reboot or ResetAccelerator rung. A reboot is
+// Judge decides an attempt of a rung the node's agent carries out, by the
+// proof the rung table (pkg/rungs) names for it. A boot-ID rung (Reboot) is
 // verified by the Node's boot ID, which the kubelet writes: the agent's own
 // report is only used to give up early (it refused, or its reboot failed).
-// A reset is verified by the agent's report that the GPUs answer healthy.
-// Either way the node returns to service only with its triggering condition
-// healthy and its kubelet Ready, and only before the attempt's deadline.
+// A report rung (ResetAccelerator) is verified by the agent's report that
+// it worked (the GPUs answer healthy). Either way the node returns to
+// service only with its triggering condition healthy and its kubelet
+// Ready, and only before the attempt's deadline.
 func Judge(a Attempt, o Observation) Outcome {
 	deadline := a.Deadline()
 	late := !o.Now.Before(deadline)
@@ -59,38 +62,42 @@ func Judge(a Attempt, o Observation) Outcome {
 	if o.Order != nil {
 		order, msg = o.Order.Status.Phase, o.Order.Status.Message
 	}
-	switch a.Action {
-	case v1alpha1.LadderReboot:
+	rung, _ := rungs.Lookup(a.Action)
+	if rung.By != rungs.Agent {
+		return Outcome{Verdict: Failed, Message: fmt.Sprintf("%s is not a rung with an order", a.Action)}
+	}
+	switch rung.Proof {
+	case rungs.BootID:
 		rebooted := o.BootID != "" && a.BootID != "" && o.BootID != a.BootID
 		switch {
 		case rebooted && o.TriggerHealthy && o.KubeletReady:
-			return Outcome{Verdict: Repaired, Message: fmt.Sprintf("rebooted (boot %s → %s) and healthy", a.BootID, o.BootID)}
+			return Outcome{Verdict: Repaired, Message: fmt.Sprintf("%s (boot %s → %s) and healthy", rung.Done, a.BootID, o.BootID)}
 		case rebooted && late:
-			return Outcome{Verdict: Failed, Message: fmt.Sprintf("rebooted (boot %s → %s), but %s", a.BootID, o.BootID, unhealthyAfter(o, a))}
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("%s (boot %s → %s), but %s", rung.Done, a.BootID, o.BootID, unhealthyAfter(o, a))}
 		case rebooted && a.Verified.IsZero():
 			return Outcome{Verdict: Rebooted, Message: fmt.Sprintf("new boot %s (was %s); waiting for the node to be healthy", o.BootID, a.BootID), Wake: deadline}
 		case rebooted:
 			return Outcome{Verdict: Wait, Wake: deadline}
 		case order == v1alpha1.RemediationRefused || order == v1alpha1.RemediationFailed:
-			return Outcome{Verdict: Failed, Message: fmt.Sprintf("the agent reports the reboot %s: %s", order, msg)}
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("the agent reports the %s %s: %s", rung.Short, order, msg)}
 		case late:
 			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no new boot ID within %s (still %s; order %s)", a.Timeout.Duration, a.BootID, orderState(order))}
 		}
 		return Outcome{Verdict: Wait, Wake: deadline}
-	case v1alpha1.LadderResetAccelerator:
+	case rungs.AgentReport:
 		switch {
 		case order == v1alpha1.RemediationSucceeded && o.TriggerHealthy && o.KubeletReady:
-			return Outcome{Verdict: Repaired, Message: "accelerators reset and healthy: " + msg}
+			return Outcome{Verdict: Repaired, Message: rung.Done + " and healthy: " + msg}
 		case order == v1alpha1.RemediationRefused || order == v1alpha1.RemediationFailed:
-			return Outcome{Verdict: Failed, Message: fmt.Sprintf("the agent reports the reset %s: %s", order, msg)}
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("the agent reports the %s %s: %s", rung.Short, order, msg)}
 		case late && order == v1alpha1.RemediationSucceeded:
-			return Outcome{Verdict: Failed, Message: "reset, but " + unhealthyAfter(o, a)}
+			return Outcome{Verdict: Failed, Message: rung.Short + ", but " + unhealthyAfter(o, a)}
 		case late:
-			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no reset reported within %s (order %s)", a.Timeout.Duration, orderState(order))}
+			return Outcome{Verdict: Failed, Message: fmt.Sprintf("no %s reported within %s (order %s)", rung.Short, a.Timeout.Duration, orderState(order))}
 		}
 		return Outcome{Verdict: Wait, Wake: deadline}
 	}
-	return Outcome{Verdict: Failed, Message: fmt.Sprintf("%s is not a rung with an order", a.Action)}
+	return Outcome{Verdict: Failed, Message: fmt.Sprintf("%s has no proof the controller can judge (%q)", a.Action, rung.Proof)}
 }
 
 func unhealthyAfter(o Observation, a Attempt) string {

@@ -10,6 +10,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/policy"
+	"nodemend.dev/nodemend/pkg/rungs"
 )
 
 // DefaultAgentSilence is how long a node's agent may go without a
@@ -23,9 +24,11 @@ import (
 // it only delays the repair by that much again.
 const DefaultAgentSilence = 15 * time.Minute
 
-// AgentExecuted reports a rung that the node's own agent carries out.
+// AgentExecuted reports a rung that the node's own agent carries out
+// (pkg/rungs).
 func AgentExecuted(a v1alpha1.LadderAction) bool {
-	return a == v1alpha1.LadderResetAccelerator || a == v1alpha1.LadderReboot
+	r, ok := rungs.Lookup(a)
+	return ok && r.By == rungs.Agent
 }
 
 // AgentHeartbeat is the latest heartbeat of the node's agent: the newest

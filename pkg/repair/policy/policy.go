@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/rungs"
 )
 
 // Defaults that apply where no NodeRepairPolicy says otherwise.
@@ -89,30 +91,24 @@ type Rung struct {
 	Window time.Duration
 }
 
-// Ladder defaults.
+// Ladder defaults. An attempt's default timeout is its rung's, in the
+// rung table (pkg/rungs).
 const (
-	DefaultRebootTimeout        = 15 * time.Minute
-	DefaultResetTimeout         = 5 * time.Minute
 	DefaultRungWindow           = time.Hour
 	DefaultQuarantineHealthyFor = 24 * time.Hour
 )
 
 // NewRung is action's rung with the defaults.
 func NewRung(action v1alpha1.LadderAction) Rung {
-	r := Rung{Action: action, Attempts: 1, Window: DefaultRungWindow}
-	switch action {
-	case v1alpha1.LadderReboot:
-		r.Timeout = DefaultRebootTimeout
-	case v1alpha1.LadderResetAccelerator:
-		r.Timeout = DefaultResetTimeout
-	}
-	return r
+	d, _ := rungs.Lookup(action)
+	return Rung{Action: action, Attempts: 1, Window: DefaultRungWindow, Timeout: d.Timeout}
 }
 
 // Terminal reports whether the rung ends a ladder: after Replace the node is
-// gone, after Quarantine a person decides.
+// gone, after Quarantine a person decides (pkg/rungs says which do).
 func (r Rung) Terminal() bool {
-	return r.Action == v1alpha1.LadderReplace || r.Action == v1alpha1.LadderQuarantine
+	d, ok := rungs.Lookup(r.Action)
+	return ok && d.Terminal()
 }
 
 // DefaultRules is the default table of docs/repair.md (Policies).
@@ -277,14 +273,12 @@ func FromAPIWith(o *v1alpha1.NodeRepairPolicy, agents AgentQuietPeriods) (Policy
 
 // ladderFromAPI checks a ladder as the CRD does (for objects admitted
 // before a rule existed) and fills in each rung's defaults.
-func ladderFromAPI(rungs []v1alpha1.LadderRung) ([]Rung, error) {
+func ladderFromAPI(in []v1alpha1.LadderRung) ([]Rung, error) {
 	var out []Rung
 	seen := map[v1alpha1.LadderAction]bool{}
-	for i, r := range rungs {
-		switch r.Action {
-		case v1alpha1.LadderResetAccelerator, v1alpha1.LadderReboot, v1alpha1.LadderReplace, v1alpha1.LadderQuarantine:
-		default:
-			return nil, fmt.Errorf("ladder[%d]: action %q is not ResetAccelerator, Reboot, Replace or Quarantine", i, r.Action)
+	for i, r := range in {
+		if _, ok := rungs.Lookup(r.Action); !ok {
+			return nil, fmt.Errorf("ladder[%d]: action %q is not %s", i, r.Action, oneOf(rungs.Names()))
 		}
 		if seen[r.Action] {
 			return nil, fmt.Errorf("ladder[%d]: %s appears twice", i, r.Action)
@@ -309,12 +303,20 @@ func ladderFromAPI(rungs []v1alpha1.LadderRung) ([]Rung, error) {
 			}
 			rung.Window = r.Window.Duration
 		}
-		if rung.Terminal() && i != len(rungs)-1 {
+		if rung.Terminal() && i != len(in)-1 {
 			return nil, fmt.Errorf("ladder[%d]: %s may only be the last rung", i, r.Action)
 		}
 		out = append(out, rung)
 	}
 	return out, nil
+}
+
+// oneOf is "a, b or c".
+func oneOf(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // expandReasons replaces the family names among a rule's reasons by their
