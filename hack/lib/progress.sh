@@ -11,25 +11,27 @@
 # number comes from NODEMEND_STEP ("i/n", set by hack/prepare.sh for a plan
 # of several scripts); without it a script's steps count themselves.
 
-# Seconds each step takes on a quiet 2-core machine with empty caches. The
-# control-plane, kwok and Karpenter figures are the per-binary build times of
-# the cold `make demo` of 2026-12-05 (etcd 56, kube-apiserver 492,
-# kube-scheduler 89, kwok 229, karpenter-kwok 114 s), summed per step; the
-# others are estimates until hack/measure-cold.sh has measured this plan on a
-# quiet machine (then replace them with its step times, and with each change
-# of pins).
+# Seconds each step takes on a quiet 2-core machine with empty caches.
+# Measured: the test's control plane and every package's tests are the step
+# times of `make measure-cold test` of 2026-12-06 (656 s and 813 s; the
+# latter before test binaries were linked without debug information, so a
+# little high); kwok and Karpenter are the per-binary build times of the cold
+# `make demo` of 2026-12-05 (kwok 229, karpenter-kwok 114 s). The others are
+# estimates until hack/measure-cold.sh has measured the demo's plan on a quiet
+# machine (then replace them with its step times, and with each change of
+# pins).
 progress_estimate() {
   case "$1" in
     debian-packages) echo 60 ;;           # estimate
     nodemend-binaries) echo 300 ;;        # estimate
-    control-plane-test) echo 637 ;;       # etcd, kube-apiserver, kube-scheduler
-    control-plane-demo) echo 877 ;;       # the same and kube-controller-manager (estimate: 240 s beside kube-apiserver)
+    control-plane-test) echo 656 ;;       # etcd, kube-apiserver, kube-scheduler (measured)
+    control-plane-demo) echo 896 ;;       # the same and kube-controller-manager (estimate: the test's 656 s and 240 s beside kube-apiserver)
     kube-controller-manager) echo 240 ;;  # alone, after the test's three (estimate)
     etcd) echo 56 ;;
     kube-extra) echo 300 ;;               # kubelet, kube-proxy (real node only; estimate)
     sim-tools) echo 343 ;;                # kwok and karpenter-kwok, Go 1.27
     metadata-mock) echo 60 ;;             # estimate
-    go-test) echo 420 ;;                  # compiling and running every package (estimate)
+    go-test) echo 813 ;;                  # compiling and running every package (measured)
     demo) echo 120 ;;                     # estimate
     *) echo 0 ;;
   esac
