@@ -26,9 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
@@ -38,6 +36,7 @@ import (
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/textcut"
+	"nodemend.dev/nodemend/internal/workloop"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
 	"nodemend.dev/nodemend/pkg/diagnostics/pcap"
@@ -123,10 +122,9 @@ type Options struct {
 
 // Runner serves the NodeDiagnostics of one node.
 type Runner struct {
-	opts     Options
-	nd       *mendclient.Client
-	informer cache.SharedIndexInformer
-	queue    workqueue.TypedRateLimitingInterface[string]
+	opts Options
+	nd   *mendclient.Client
+	loop *workloop.Loop
 
 	mu   sync.Mutex
 	jobs map[jobKey]*job
@@ -206,6 +204,15 @@ func New(opts Options) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{opts: opts, nd: nd, jobs: map[jobKey]*job{}, gpuSlot: make(chan struct{}, 1)}
+	r.loop = workloop.New(workloop.Config{
+		Name: "NodeDiagnostic", ListWatch: nd.ListWatchForNode(opts.NodeName), Object: &v1alpha1.NodeDiagnostic{},
+		// A deleted object's key is synced too: its captures are cancelled.
+		Deletes:      true,
+		RetryInitial: QueueRetryInitial, RetryMax: QueueRetryMax, Sync: r.sync, Synced: opts.onSync, Log: opts.Log,
+		Ready: func() {
+			opts.Log.Info("serving NodeDiagnostics", "node", opts.NodeName, "outputDir", opts.OutputDir)
+		},
+	})
 	return r, nil
 }
 
@@ -229,30 +236,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 
-	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](&backoff.PerItem[string]{Initial: QueueRetryInitial, Max: QueueRetryMax},
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodediagnostics"})
-	r.informer = cache.NewSharedIndexInformer(r.nd.ListWatchForNode(r.opts.NodeName), &v1alpha1.NodeDiagnostic{}, 10*time.Minute, cache.Indexers{})
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			r.queue.Add(key)
-		}
-	}
-	if _, err := r.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
-	}); err != nil {
+	if err := r.loop.Run(ctx); err != nil {
 		return err
-	}
-	go r.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
-		r.queue.ShutDown()
-		return nil // stopped before the first list
-	}
-	log.Info("serving NodeDiagnostics", "node", r.opts.NodeName, "outputDir", r.opts.OutputDir)
-	go func() {
-		<-ctx.Done()
-		r.queue.ShutDown()
-	}()
-	for r.processNext(ctx) {
 	}
 	r.mu.Lock()
 	for _, j := range r.jobs {
@@ -263,27 +248,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) processNext(ctx context.Context) bool {
-	key, quit := r.queue.Get()
-	if quit {
-		return false
-	}
-	defer r.queue.Done(key)
-	if err := r.sync(ctx, key); err != nil {
-		r.opts.Log.Error(err, "syncing NodeDiagnostic", "name", key)
-		r.queue.AddRateLimited(key)
-		return true
-	}
-	r.queue.Forget(key)
-	if r.opts.onSync != nil {
-		r.opts.onSync(key)
-	}
-	return true
-}
-
 // sync starts, keeps or cancels the captures of one object.
 func (r *Runner) sync(ctx context.Context, name string) error {
-	item, exists, err := r.informer.GetStore().GetByKey(name)
+	item, exists, err := r.loop.Store().GetByKey(name)
 	if err != nil {
 		return err
 	}

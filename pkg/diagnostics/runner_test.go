@@ -239,8 +239,8 @@ func TestOwnNodeOnly(t *testing.T) {
 	theirs := create(t, other, nil)
 	ours := create(t, mine, nil)
 	waitFor(t, ours.Name, "Completed", logState(v1alpha1.CaptureCompleted))
-	for _, key := range a.r.informer.GetStore().ListKeys() {
-		obj, _, _ := a.r.informer.GetStore().GetByKey(key)
+	for _, key := range a.r.loop.Store().ListKeys() {
+		obj, _, _ := a.r.loop.Store().GetByKey(key)
 		if n := obj.(*v1alpha1.NodeDiagnostic).Spec.NodeName; n != mine {
 			t.Errorf("the agent of %s received %s of node %s", mine, key, n)
 		}

@@ -13,14 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/textcut"
+	"nodemend.dev/nodemend/internal/workloop"
 )
 
 // ReasonDuplicate is the reason of the Warning Event on the Node when a
@@ -65,8 +63,7 @@ type Executor struct {
 	// cannot be read, turns reboots off (which boots had one is unknown).
 	ledger    *ledger
 	ledgerErr error
-	informer  cache.SharedIndexInformer
-	queue     workqueue.TypedRateLimitingInterface[string]
+	loop      *workloop.Loop
 	// accepted are the orders this process accepted: their outcome is
 	// this process's to write (or, for a reboot, the next boot's), not a
 	// sign of an agent that stopped half-way.
@@ -96,6 +93,13 @@ func New(opts Options) (*Executor, error) {
 		return nil, err
 	}
 	e := &Executor{opts: opts, client: client, core: core, accepted: map[types.UID]bool{}}
+	e.loop = workloop.New(workloop.Config{
+		Name: "NodeRemediation", ListWatch: client.forNode(opts.NodeName), Object: &v1alpha1.NodeRemediation{},
+		RetryInitial: QueueRetryInitial, RetryMax: QueueRetryMax, Sync: e.sync, Synced: opts.onSync, Log: opts.Log,
+		Ready: func() {
+			opts.Log.Info("serving NodeRemediations", "reboot", e.mechanism(), "reset", e.opts.Resetter != nil)
+		},
+	})
 	if e.ledger, e.ledgerErr = openLedger(opts.HostRoot); e.ledgerErr != nil {
 		opts.Log.Error(e.ledgerErr, "reboots are off")
 	}
@@ -111,58 +115,13 @@ const (
 )
 
 // Run serves the node's NodeRemediations until ctx ends.
-func (e *Executor) Run(ctx context.Context) error {
-	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](&backoff.PerItem[string]{Initial: QueueRetryInitial, Max: QueueRetryMax},
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "noderemediations"})
-	e.informer = cache.NewSharedIndexInformer(e.client.forNode(e.opts.NodeName), &v1alpha1.NodeRemediation{}, 10*time.Minute, cache.Indexers{})
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			e.queue.Add(key)
-		}
-	}
-	if _, err := e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
-	}); err != nil {
-		return err
-	}
-	go e.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), e.informer.HasSynced) {
-		e.queue.ShutDown()
-		return nil
-	}
-	e.opts.Log.Info("serving NodeRemediations", "reboot", e.mechanism(), "reset", e.opts.Resetter != nil)
-	go func() {
-		<-ctx.Done()
-		e.queue.ShutDown()
-	}()
-	for e.next(ctx) {
-	}
-	return nil
-}
+func (e *Executor) Run(ctx context.Context) error { return e.loop.Run(ctx) }
 
 func (e *Executor) mechanism() string {
 	if e.opts.Rebooter == nil {
 		return MechanismNone
 	}
 	return e.opts.Rebooter.Mechanism()
-}
-
-func (e *Executor) next(ctx context.Context) bool {
-	key, quit := e.queue.Get()
-	if quit {
-		return false
-	}
-	defer e.queue.Done(key)
-	if err := e.sync(ctx, key); err != nil {
-		e.opts.Log.Error(err, "NodeRemediation", "name", key)
-		e.queue.AddRateLimited(key)
-		return true
-	}
-	e.queue.Forget(key)
-	if e.opts.onSync != nil {
-		e.opts.onSync(key)
-	}
-	return true
 }
 
 // facts are what Judge needs, read now.
@@ -213,7 +172,7 @@ func (e *Executor) carriers() map[v1alpha1.HostAction]carrier {
 // sync judges one order from the cache; anything but Ignore is judged again
 // on a fresh read before it is written or done.
 func (e *Executor) sync(ctx context.Context, name string) error {
-	item, exists, err := e.informer.GetStore().GetByKey(name)
+	item, exists, err := e.loop.Store().GetByKey(name)
 	if err != nil || !exists {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
@@ -248,11 +247,10 @@ func TestNoActionWithoutAFreshConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.informer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.NodeRemediation{}, 0, cache.Indexers{})
 	stale := func(name string) {
 		o := &v1alpha1.NodeRemediation{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now(), UID: "u-" + "name", ResourceVersion: "1"},
 			Spec: v1alpha1.NodeRemediationSpec{NodeName: "exec-n4", Action: v1alpha1.HostReboot, BootID: "boot-1", ActiveDeadlineSeconds: 300, Reason: trigger}}
-		if err := e.informer.GetStore().Add(o); err != nil {
+		if err := e.loop.Store().Add(o); err != nil {
 			t.Fatal(err)
 		}
 	}
