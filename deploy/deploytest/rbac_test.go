@@ -103,8 +103,12 @@ func TestControllerRBAC(t *testing.T) {
 		{"create", "coordination.k8s.io", "leases", "", Namespace, "", true},
 		{"update", "coordination.k8s.io", "leases", "", Namespace, "nodemend-controller", true},
 		{"create", "", "events", "", Namespace, "", true},
+		{"list", "", "events", "", "default", "", true},
+		{"watch", "", "events", "", "default", "", true},
 
 		{"update", "", "nodes", "status", "", "n1", false},
+		{"list", "", "events", "", "kube-system", "", false},
+		{"create", "", "events", "", "default", "", false},
 		{"patch", "", "nodes", "status", "", "n1", false},
 		{"create", "", "nodes", "", "", "", false},
 		{"get", "", "pods", "", "team-a", "p", false},

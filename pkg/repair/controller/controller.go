@@ -321,6 +321,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		return nil, fmt.Errorf("indexing pods by node: %w", err)
 	}
 
+	// The agents' Warnings (the cache holds only theirs, NewManager),
+	// indexed by node: a cloud's scheduled event, as the node's agent
+	// reports it, is the evidence of a drain ahead of it (scheduled.go).
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Event{}, agentEventNodeIndex, agentEventIndex); err != nil {
+		return nil, fmt.Errorf("indexing events by node: %w", err)
+	}
+
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&corev1.Node{}).
@@ -331,6 +338,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 			}))).
 		WatchesRawSource(source.Func(r.startWake)).
 		Watches(&corev1.Pod{}, handler.Funcs{}).
+		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(agentEventNode)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			SkipNameValidation:      &opts.SkipNameValidation,

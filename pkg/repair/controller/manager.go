@@ -18,6 +18,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/apigate"
 	"nodemend.dev/nodemend/internal/scheme"
+	"nodemend.dev/nodemend/pkg/repair/scheduled"
 )
 
 // ManagerOptions configure the controller-runtime manager that runs the
@@ -83,6 +84,14 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 				&corev1.ConfigMap{}: {
 					Namespaces: map[string]cache.Config{o.Namespace: {}},
 					Field:      fields.OneTermEqualSelector("metadata.name", o.PauseConfigMap),
+				},
+				// The agents' Events about Nodes (core/v1, in the default
+				// namespace): the evidence of a cloud's scheduled event
+				// (scheduled.go). Only theirs: a cluster's other events
+				// are many and none of the controller's business.
+				&corev1.Event{}: {
+					Namespaces: map[string]cache.Config{metav1.NamespaceDefault: {}},
+					Field:      fields.OneTermEqualSelector("source", scheduled.Agent),
 				},
 				// kube-system's pods, for the control-plane gate's static
 				// pods (controlplane.go), cut to what it reads.

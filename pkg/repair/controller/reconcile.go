@@ -94,6 +94,13 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	switch st.Phase {
 	case workflow.PhaseNone:
 		asmt := unhealthy.Assess(node.Status.Conditions, pol.Rules, st.Since, now)
+		if !asmt.Unhealthy() && len(st.Since) == 0 && !st.RepairRequested {
+			// Healthy: a cloud's scheduled event may drain it
+			// (scheduled.go).
+			if res, handled, err := r.scheduledEvent(ctx, node, st, pol, set, now); handled || err != nil {
+				return res, err
+			}
+		}
 		return r.tolerate(ctx, node, st, pol, set, asmt, now)
 	case workflow.PhaseDraining:
 		return r.drain(ctx, node, st, pol, now)

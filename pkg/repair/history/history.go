@@ -48,6 +48,13 @@ const (
 	OutOfService       = "NodeOutOfService"
 	OutOfServiceLifted = "NodeOutOfServiceLifted"
 
+	// ScheduledDrain: a node whose cloud scheduled an event for it was
+	// cordoned and is drained ahead of it (a policy's scheduledEvents
+	// action Drain); ScheduledDrainEnded: the event is gone, the cordon
+	// lifted.
+	ScheduledDrain      = "NodeScheduledDrain"
+	ScheduledDrainEnded = "NodeScheduledDrainEnded"
+
 	// RepairNowRefused: a person's repair-now request was not carried out
 	// (the node is healthy under its policy, or its policy only counts it)
 	// and was removed.
