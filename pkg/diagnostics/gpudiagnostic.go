@@ -219,32 +219,91 @@ func gpuStatus(s *v1alpha1.NodeDiagnosticStatus) *v1alpha1.GPUDiagnosticStatus {
 	return s.GPUDiagnostic
 }
 
-// waitForGPUDiagnostic waits until the GPU diagnostic of the same object and
-// generation is final and returns its output file's path ("" when it left
-// none), so that the bundle contains it.
-func (r *Runner) waitForGPUDiagnostic(ctx context.Context, name string, gen int64) (string, error) {
-	t := r.opts.Clock.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		obj, err := r.nd.Get(ctx, name)
-		if err != nil {
-			return "", err
-		}
-		if obj.Generation != gen {
-			return "", errStale
-		}
-		if gs := obj.Status.GPUDiagnostic; gs != nil && gs.Generation == gen && gs.State.Final() {
-			if gs.FileName == "" {
-				return "", nil
+// gpuKey names the GPU diagnostic of one object's generation.
+type gpuKey struct {
+	name string
+	gen  int64
+}
+
+// gpuHandover carries a GPU diagnostic's output file to the log capture of
+// the same object and generation, which puts it into the bundle. The
+// diagnostic hands it over in this process once its final status is
+// written, so the log capture waits on it here instead of reading the
+// status back from the API server.
+type gpuHandover struct {
+	done chan struct{}
+	file string // set before done is closed
+}
+
+// gpuHandoverFor returns the handover of key, making it on first use: either
+// side may come first. It stays until the object is deleted or a newer
+// generation's is made: a log capture of the same generation that runs
+// again (its status write failed) takes the file again, and its object in
+// the cache may not yet show the diagnostic's final status.
+func (r *Runner) gpuHandoverFor(key gpuKey) *gpuHandover {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.gpuDone[key]
+	if h == nil {
+		h = &gpuHandover{done: make(chan struct{})}
+		r.gpuDone[key] = h
+		for k := range r.gpuDone {
+			if k.name == key.name && k.gen < key.gen {
+				delete(r.gpuDone, k)
 			}
-			return filepath.Join(r.opts.OutputDir, filepath.Base(gs.FileName)), nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-t.C():
 		}
 	}
+	return h
+}
+
+// handOverGPU hands the output file of the GPU diagnostic of (name, gen)
+// over, once: its final status was written. A diagnostic finished again
+// (the same generation's after a restart of its job) changes nothing.
+func (r *Runner) handOverGPU(name string, gen int64, file string) {
+	h := r.gpuHandoverFor(gpuKey{name, gen})
+	select {
+	case <-h.done:
+	default:
+		h.file = file
+		close(h.done)
+	}
+}
+
+// forgetGPU drops the handovers of a deleted object.
+func (r *Runner) forgetGPU(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.gpuDone {
+		if k.name == name {
+			delete(r.gpuDone, k)
+		}
+	}
+}
+
+// gpuOutput waits until the GPU diagnostic of obj's generation is final and
+// returns its output file's path ("" when it left none), so that the
+// bundle contains it. A diagnostic that finished before this process
+// started is final in obj's status already; one of this process hands its
+// file over when it writes its final status. A change of generation or the
+// object's deletion cancels ctx.
+func (r *Runner) gpuOutput(ctx context.Context, obj *v1alpha1.NodeDiagnostic) (string, error) {
+	key := gpuKey{obj.Name, obj.Generation}
+	file := ""
+	if gs := obj.Status.GPUDiagnostic; gs != nil && gs.Generation == key.gen && gs.State.Final() {
+		file = gs.FileName
+	} else {
+		h := r.gpuHandoverFor(key)
+		select {
+		case <-h.done:
+			file = h.file
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if file == "" {
+		return "", nil
+	}
+	return filepath.Join(r.opts.OutputDir, filepath.Base(file)), nil
 }
 
 // writeFileAtomic writes data to path (0600) through a partial file, so the

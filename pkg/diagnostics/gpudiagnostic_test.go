@@ -220,3 +220,45 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// TestGPUDiagnosticOfAnEarlierAgentInTheBundle: a log capture that an agent
+// restart cut while the object's GPU diagnostic had already finished takes
+// the diagnostic's output from the object's status (no diagnostic of this
+// process hands it over, and none runs again).
+func TestGPUDiagnosticOfAnEarlierAgentInTheBundle(t *testing.T) {
+	node := newNode(t)
+	h := diagtest.NewHost(t)
+	obj := create(t, node, func(s *v1alpha1.NodeDiagnosticSpec) {
+		s.LogCapture.Categories = []v1alpha1.LogCategory{v1alpha1.CategoryAccelerators}
+		s.GPUDiagnostic = &v1alpha1.GPUDiagnosticSpec{Level: 1}
+	})
+	file := GPUDiagnosticFileName(obj.Name, time.Now())
+	if err := os.MkdirAll(filepath.Join(h.Root.Dir, OutputSubdir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.Root.Dir, OutputSubdir, file), failedRun.Output, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	obj.Status.GPUDiagnostic = &v1alpha1.GPUDiagnosticStatus{
+		CaptureStatus: v1alpha1.CaptureStatus{State: v1alpha1.CaptureCompleted, Generation: obj.Generation, Attempts: 1, StartTime: &now, CompletionTime: &now, FileName: file},
+		Level:         1, Result: v1alpha1.GPUDiagnosticFail,
+	}
+	obj.Status.LogCapture = &v1alpha1.CaptureStatus{State: v1alpha1.CaptureRunning, Generation: obj.Generation, Attempts: 1, StartTime: &now,
+		Message: "waiting for the GPU diagnostic of this object to finish"}
+	if _, err := nd.UpdateStatus(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	gpu := &fakeGPU{}
+	startAgent(t, node, h, func(o *Options) { o.GPUDiagnostics = gpu })
+	done := waitFor(t, obj.Name, "bundle", logState(v1alpha1.CaptureCompleted))
+	files := readBundle(t, filepath.Join(h.Root.Dir, OutputSubdir, done.Status.LogCapture.FileName))
+	if got := files["accelerators/nvidia/dcgm-diagnostic.json"]; got != string(failedRun.Output) {
+		t.Fatalf("bundle's diagnostic %q; files %v", got, keys(files))
+	}
+	gpu.mu.Lock()
+	defer gpu.mu.Unlock()
+	if len(gpu.levels) != 0 {
+		t.Fatalf("a finished diagnostic ran again: levels %v", gpu.levels)
+	}
+}

@@ -70,7 +70,7 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 		if err := r.start(ctx, obj.Name, gen, kindLogs, attempts, "waiting for the GPU diagnostic of this object to finish", nil); err != nil {
 			return err
 		}
-		f, err := r.waitForGPUDiagnostic(ctx, obj.Name, gen)
+		f, err := r.gpuOutput(ctx, obj)
 		if err != nil {
 			return err
 		}

@@ -134,6 +134,9 @@ type Runner struct {
 	statusMu sync.Mutex
 	// gpuSlot admits one GPU diagnostic at a time.
 	gpuSlot chan struct{}
+	// gpuDone hands each GPU diagnostic's output over to the log capture
+	// of the same object and generation (under mu).
+	gpuDone map[gpuKey]*gpuHandover
 }
 
 type jobKey struct {
@@ -203,7 +206,7 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{opts: opts, nd: nd, jobs: map[jobKey]*job{}, gpuSlot: make(chan struct{}, 1)}
+	r := &Runner{opts: opts, nd: nd, jobs: map[jobKey]*job{}, gpuSlot: make(chan struct{}, 1), gpuDone: map[gpuKey]*gpuHandover{}}
 	r.loop = workloop.New(workloop.Config{
 		Name: "NodeDiagnostic", ListWatch: nd.ListWatchForNode(opts.NodeName), Object: &v1alpha1.NodeDiagnostic{},
 		// A deleted object's key is synced too: its captures are cancelled.
@@ -295,6 +298,7 @@ func (r *Runner) cancelAll(name string) {
 	for _, k := range []captureKind{kindLogs, kindPackets, kindGPU} {
 		r.cancel(name, k, 0)
 	}
+	r.forgetGPU(name)
 }
 
 // cancel stops the job of (name, kind) unless it runs generation keep.
@@ -443,7 +447,8 @@ func (r *Runner) finish(ctx context.Context, name string, gen int64, kind captur
 // finishWith is finish for a mutation of the whole status (the GPU
 // diagnostic's result lives beside its capture status).
 func (r *Runner) finishWith(ctx context.Context, name string, gen int64, kind captureKind, mutate func(*v1alpha1.NodeDiagnosticStatus), reason string) error {
-	return r.persistStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
+	var gpuFile string // the GPU diagnostic's output as written in its final status
+	err := r.persistStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
 		cs := captureStatus(s, kind)
 		cs.Generation = gen
 		mutate(s)
@@ -458,7 +463,14 @@ func (r *Runner) finishWith(ctx context.Context, name string, gen int64, kind ca
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 			Type: conditionType(kind), Status: status, Reason: reason, Message: textcut.Ellipsis(cs.Message, 1024), ObservedGeneration: gen,
 		})
+		if kind == kindGPU {
+			gpuFile = gpuStatus(s).FileName
+		}
 	})
+	if err == nil && kind == kindGPU {
+		r.handOverGPU(name, gen, gpuFile)
+	}
+	return err
 }
 
 func captureStatus(s *v1alpha1.NodeDiagnosticStatus, kind captureKind) *v1alpha1.CaptureStatus {
