@@ -14,6 +14,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
@@ -33,7 +34,7 @@ type fleetState struct {
 
 func (f *fleetState) input(flags controllerFlags, now time.Time) fleet.Input {
 	return fleet.Input{Nodes: f.nodes, Policies: f.policies, Paused: f.paused, PauseReason: f.pauseReason,
-		Pools: pool.Resolver{Label: flags.poolLabel}, Machines: f.machines, Now: now}
+		Pools: backends.Pools(flags.poolLabel), Machines: f.machines, Now: now}
 }
 
 // loadFleet lists every node (the gate counts whole pools, whatever -l

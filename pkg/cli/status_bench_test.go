@@ -13,6 +13,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
@@ -63,7 +64,7 @@ func BenchmarkStatus5000(b *testing.B) {
 	view := statusView{palette: Palette{on: true}, selector: labels.Everything(), nodeLabels: labelsByName(nodes)}
 	b.ReportAllocs()
 	for b.Loop() {
-		r := fleet.Assess(fleet.Input{Nodes: nodes, Policies: set, Now: now})
+		r := fleet.Assess(fleet.Input{Nodes: nodes, Policies: set, Pools: backends.Pools(""), Now: now})
 		if err := view.render(io.Discard, r); err != nil {
 			b.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func BenchmarkStatus5000JSON(b *testing.B) {
 	view := statusView{output: OutputJSON}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := view.render(io.Discard, fleet.Assess(fleet.Input{Nodes: nodes, Policies: set, Now: now})); err != nil {
+		if err := view.render(io.Discard, fleet.Assess(fleet.Input{Nodes: nodes, Policies: set, Pools: backends.Pools(""), Now: now})); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -133,7 +134,7 @@ func TestAssess(t *testing.T) {
 			if set == nil {
 				set, _ = policy.NewSet(nil)
 			}
-			r := Assess(Input{Nodes: tc.nodes, Policies: set, Paused: tc.paused, PauseReason: "upgrade", Now: now})
+			r := Assess(Input{Nodes: tc.nodes, Policies: set, Pools: backends.Pools(""), Paused: tc.paused, PauseReason: "upgrade", Now: now})
 			got := find(r, tc.node)
 			if got.State != tc.state || got.Gate != tc.gate || !strings.Contains(got.Detail, tc.detail) || !strings.Contains(got.Reason, tc.reason) {
 				t.Errorf("got state %q gate %q detail %q reason %q; want %q %q %q %q", got.State, got.Gate, got.Detail, got.Reason, tc.state, tc.gate, tc.detail, tc.reason)
@@ -155,12 +156,12 @@ func TestAssess(t *testing.T) {
 func TestAssessPoolAllowance(t *testing.T) {
 	max3 := intstr.FromInt32(3)
 	set, _ := policy.NewSet([]v1alpha1.NodeRepairPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "three"}, Spec: v1alpha1.NodeRepairPolicySpec{MaxUnhealthy: &max3}}})
-	r := Assess(Input{Nodes: healthyPool("p", 10), Policies: set, Now: now})
+	r := Assess(Input{Nodes: healthyPool("p", 10), Policies: set, Pools: backends.Pools(""), Now: now})
 	if r.Pools[0].Allowed != 3 || r.Pools[0].MaxUnhealthy != "3" {
 		t.Fatalf("%+v", r.Pools[0])
 	}
 	def, _ := policy.NewSet(nil)
-	r = Assess(Input{Nodes: healthyPool("p", 11), Policies: def, Now: now})
+	r = Assess(Input{Nodes: healthyPool("p", 11), Policies: def, Pools: backends.Pools(""), Now: now})
 	if r.Pools[0].Allowed != 3 { // 20% of 11 = 2.2, rounded up
 		t.Fatalf("%+v", r.Pools[0])
 	}

@@ -4,7 +4,10 @@
 // it exactly once.
 //
 // Every backend is listed once, in pkg/repair/backend/backends.Table: a new
-// backend is its own package and one line there.
+// backend is its own package and one line there. A backend brings all its
+// engine's knowledge: which nodes it owns, what replaces them, how its
+// nodes are pooled for the gate, and what the controller must watch for
+// that.
 //
 // The engines' Go types are never imported: objects are addressed by group,
 // kind and name through metadata-only requests, which work for any CRD
@@ -20,9 +23,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
 // Backend names.
@@ -55,6 +60,14 @@ type Backend interface {
 	// Resolve finds the object whose deletion replaces node. An error means
 	// the node cannot be handed over (its owner is missing).
 	Resolve(ctx context.Context, node *corev1.Node) (Target, error)
+	// Engine's pools: PoolOf is the node's pool in the engine's grouping,
+	// for the safety gate, and NeedsLookup says when it depends on a
+	// watched object (pkg/repair/pool).
+	pool.Engine
+	// Watches are the kinds whose objects PoolOf looks up: the controller
+	// watches them, metadata only, where the cluster serves them. None:
+	// the node alone decides its pool.
+	Watches() []schema.GroupKind
 }
 
 // Registry is every backend, in the order ownership is tried; the last one

@@ -197,9 +197,10 @@ type Reconciler struct {
 	pools     pool.Resolver
 	metrics   *metrics.Metrics
 	wake      *wake.Scheduler[string]
-	// machineGVK is the served Cluster API Machine version; empty when
-	// Cluster API is not installed.
-	machineGVK schema.GroupVersionKind
+	// watched are the served versions of the kinds the backends pool
+	// nodes by (backends.Watches: Cluster API Machines); none when no
+	// engine that needs them is installed.
+	watched []schema.GroupVersionKind
 	// orders: the NodeRemediation CRD is installed.
 	orders bool
 	// nodeStore is the Node informer's store, read without copies by the
@@ -275,7 +276,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		mapper:    mgr.GetRESTMapper(),
 		drainer:   workflow.Drainer{Client: cs},
 		recorder:  mgr.GetEventRecorder(Name),
-		pools:     pool.Resolver{Label: opts.PoolLabel},
+		pools:     backends.Pools(opts.PoolLabel),
 		inflight:  map[string]inflight{},
 		blocked:   map[string]blockedAt{},
 		drains:    slots.New(opts.MaxConcurrentDrains),
@@ -289,12 +290,15 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 	if opts.Registerer != nil {
 		r.metrics = metrics.New(opts.Registerer, fleetView{r: r, ctx: ctx})
 	}
-	// Machines are watched (metadata only) when Cluster API is installed, so
-	// that pool lookups read a synced cache.
-	if m, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: pool.ClusterAPIGroup, Kind: "Machine"}); err == nil {
-		r.machineGVK = m.GroupVersionKind
-	} else if !meta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("looking up Cluster API Machines: %w", err)
+	// The kinds the backends pool nodes by are watched (metadata only)
+	// where the cluster serves them, so that pool lookups read a synced
+	// cache.
+	for _, gk := range backends.Watches() {
+		if m, err := mgr.GetRESTMapper().RESTMapping(gk); err == nil {
+			r.watched = append(r.watched, m.GroupVersionKind)
+		} else if !meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("looking up %s: %w", gk, err)
+		}
 	}
 	// The informer is registered now and started with the cache; its store
 	// is read only after the controller's sources have synced. The gate's
@@ -303,7 +307,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		if si, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
 			r.nodeStore = si.GetStore()
 		}
-		counts := fleetcount.New(r.pools, !r.machineGVK.Empty())
+		counts := fleetcount.New(r.pools, len(r.watched) > 0)
 		if reg, err := inf.AddEventHandler(counts.Handler()); err == nil {
 			r.counts, r.countsSynced = counts, reg.HasSynced
 		}
@@ -358,11 +362,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 	} else if !meta.IsNoMatchError(err) {
 		return nil, fmt.Errorf("looking up NodeRemediations: %w", err)
 	}
-	// Machines' events need no reconcile.
-	if !r.machineGVK.Empty() {
-		machine := &metav1.PartialObjectMetadata{}
-		machine.SetGroupVersionKind(r.machineGVK)
-		b = b.WatchesMetadata(machine, handler.Funcs{})
+	// The watched objects' events need no reconcile: a decision reads them.
+	for _, gvk := range r.watched {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		b = b.WatchesMetadata(obj, handler.Funcs{})
 	}
 	return r, b.Complete(r)
 }

@@ -297,21 +297,29 @@ func (r *Reconciler) eachNode(ctx context.Context, f func(*corev1.Node)) error {
 	return nil
 }
 
-// machineLookup indexes the cached Cluster API Machines (metadata only);
-// nil when Cluster API is not installed.
+// machineLookup indexes the cached objects the backends pool nodes by
+// (metadata only; Cluster API Machines); nil when none is watched. The
+// index is by namespace and name, as pool.MachineLookup asks: the one
+// watched kind today is Machine.
 func (r *Reconciler) machineLookup(ctx context.Context) (pool.MachineLookup, error) {
-	if r.machineGVK.Empty() {
+	if len(r.watched) == 0 {
 		return nil, nil
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(r.machineGVK.GroupVersion().WithKind("MachineList"))
-	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+	lists, size := make([]*metav1.PartialObjectMetadataList, len(r.watched)), 0
+	for i, gvk := range r.watched {
+		lists[i] = &metav1.PartialObjectMetadataList{}
+		lists[i].SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.client.List(ctx, lists[i], client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		size += len(lists[i].Items)
 	}
-	idx := make(map[types.NamespacedName]pool.Machine, len(list.Items))
-	for i := range list.Items {
-		m := &list.Items[i]
-		idx[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = pool.Machine{Labels: m.Labels, Owner: metav1.GetControllerOf(m)}
+	idx := make(map[types.NamespacedName]pool.Machine, size)
+	for _, list := range lists {
+		for i := range list.Items {
+			m := &list.Items[i]
+			idx[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = pool.Machine{Labels: m.Labels, Owner: metav1.GetControllerOf(m)}
+		}
 	}
 	return func(ns, name string) (pool.Machine, bool) {
 		m, ok := idx[types.NamespacedName{Namespace: ns, Name: name}]

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
@@ -18,7 +19,7 @@ import (
 // with -race; after the events stop, the tallies equal the walk under
 // either set.
 func TestEventsAndDecisionsAtOnce(t *testing.T) {
-	resolver := pool.Resolver{Label: "pool"}
+	resolver := backends.Pools("pool")
 	c := New(resolver, false)
 	h := c.Handler()
 	sets := []*policy.Set{policies(t, false), policies(t, true)}

@@ -12,6 +12,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -106,7 +107,7 @@ func randomNode(rng *rand.Rand, name string) *corev1.Node {
 // after every event compares each pool's and zone's count with a walk over
 // the same nodes, Cluster API machines moving between deployments included.
 func TestTalliesEqualTheWalkUnderChurn(t *testing.T) {
-	resolver := pool.Resolver{Label: "pool"}
+	resolver := backends.Pools("pool")
 	machinePools := map[string]string{}
 	machines := func(ns, name string) (pool.Machine, bool) {
 		md, ok := machinePools[name]
@@ -170,7 +171,7 @@ func TestTalliesEqualTheWalkUnderChurn(t *testing.T) {
 // TestEmptyGroupsAreForgotten: a pool whose last node left is not kept as an
 // empty tally (a fleet that churns through pool names must not grow).
 func TestEmptyGroupsAreForgotten(t *testing.T) {
-	c := New(pool.Resolver{Label: "pool"}, false)
+	c := New(backends.Pools("pool"), false)
 	rng := rand.New(rand.NewPCG(7, 7))
 	for i := range 100 {
 		n := randomNode(rng, fmt.Sprint("n", i))
@@ -186,7 +187,7 @@ func TestEmptyGroupsAreForgotten(t *testing.T) {
 // BenchmarkGroup is a decision's count at 5,000 nodes in 10 pools and 3
 // zones: from the tallies, and by the walk they replace.
 func BenchmarkGroup(b *testing.B) {
-	resolver := pool.Resolver{Label: "pool"}
+	resolver := backends.Pools("pool")
 	rng := rand.New(rand.NewPCG(1, 1))
 	nodes := map[string]*corev1.Node{}
 	c := New(resolver, false)

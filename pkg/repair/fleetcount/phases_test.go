@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/gate"
-	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 	"nodemend.dev/nodemend/pkg/repair/workflow/legacy"
 )
@@ -75,7 +75,7 @@ func TestARepairCountsWhateverItsConditionsSay(t *testing.T) {
 	// The same through the tallies and the pool gate: in a pool of 10,
 	// maxUnhealthy 20% allows 2; with the repairs above, a node whose fault
 	// has just passed its toleration waits.
-	c := New(pool.Resolver{Label: "pool"}, false)
+	c := New(backends.Pools("pool"), false)
 	for _, n := range counted {
 		c.Upsert(n)
 	}

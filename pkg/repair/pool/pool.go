@@ -1,14 +1,15 @@
-// Package pool decides which pool a node belongs to, for the safety gate: the
-// engine's grouping of interchangeable nodes (a Karpenter NodePool, a Cluster
-// API MachineDeployment or MachineSet), a label the operator configures, or,
-// for nodes in no pool, the cluster group. It is pure: Cluster API Machines
-// are looked up through a function the caller provides.
+// Package pool decides which pool a node belongs to, for the safety gate: a
+// label the operator configures, else the grouping of the engine that owns
+// the node (each backend knows its own: a Karpenter NodePool, a Cluster API
+// MachineDeployment or MachineSet, pkg/repair/backend/<name>), or, for nodes
+// in no pool, the cluster group. It is pure: objects an engine's grouping
+// depends on (Cluster API Machines) are looked up through a function the
+// caller provides.
 package pool
 
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Well-known labels and annotations of the engines. These are the engines'
@@ -90,11 +91,28 @@ type Machine struct {
 // MachineLookup finds a Machine by namespace and name.
 type MachineLookup func(namespace, name string) (Machine, bool)
 
+// Engine is a backend's knowledge of its engine's pools. Every backend is
+// one (pkg/repair/backend.Backend); the Node backend pools nothing.
+type Engine interface {
+	// PoolOf is node's pool in the engine's grouping; ok is false when
+	// the engine does not pool node. machines may be nil (nothing
+	// watched). It must not allocate: the gate calls it for every node.
+	PoolOf(node *corev1.Node, machines MachineLookup) (p Pool, ok bool)
+	// NeedsLookup reports whether PoolOf's answer for node depends on an
+	// object the engine watches (a Cluster API Machine), not the node
+	// alone: such nodes are resolved at each decision.
+	NeedsLookup(node *corev1.Node) bool
+}
+
 // Resolver assigns pools.
 type Resolver struct {
 	// Label, when set, is a node label whose value names the pool. It takes
 	// precedence over the engines: an operator who sets it means it.
 	Label string
+	// Engines are asked in order (the backend table's,
+	// pkg/repair/backend/backends.Pools); the first that pools a node
+	// decides.
+	Engines []Engine
 }
 
 // MachineOf returns the namespace and name of a Cluster API node's Machine.
@@ -106,62 +124,38 @@ func MachineOf(node *corev1.Node) (namespace, name string, ok bool) {
 	return node.Annotations[ClusterNamespaceAnnotation], name, true
 }
 
-// NeedsMachine reports whether Of's answer for node depends on its Cluster
-// API Machine: the node names one, and neither the pool label nor a NodePool
-// claims it first. Every other node's pool follows from the node alone.
+// NeedsMachine reports whether Of's answer for node depends on an object an
+// engine watches: the label does not name its pool, and no engine before
+// the one that needs the lookup pools it from the node alone. Every other
+// node's pool follows from the node alone.
 func (r Resolver) NeedsMachine(node *corev1.Node) bool {
 	if r.Label != "" && node.Labels[r.Label] != "" {
 		return false
 	}
-	if node.Labels[KarpenterNodePoolLabel] != "" {
-		return false
+	for _, e := range r.Engines {
+		if e.NeedsLookup(node) {
+			return true
+		}
+		if _, ok := e.PoolOf(node, nil); ok {
+			return false
+		}
 	}
-	_, _, ok := MachineOf(node)
-	return ok
+	return false
 }
 
-// Of returns the pool of node. machines may be nil when Cluster API is not
-// installed. It allocates nothing: the gate calls it for every node.
+// Of returns the pool of node. machines may be nil when no engine's
+// objects are watched. It allocates nothing: the gate calls it for every
+// node.
 func (r Resolver) Of(node *corev1.Node, machines MachineLookup) Pool {
 	if r.Label != "" {
 		if v, ok := node.Labels[r.Label]; ok && v != "" {
 			return Pool{Kind: KindLabel, Label: r.Label, Name: v}
 		}
 	}
-	if np := node.Labels[KarpenterNodePoolLabel]; np != "" {
-		return Pool{Group: KarpenterGroup, Kind: "NodePool", Name: np}
-	}
-	if ns, name, ok := MachineOf(node); ok {
-		if machines != nil {
-			if m, found := machines(ns, name); found {
-				if md := m.Labels[MachineDeploymentLabel]; md != "" {
-					return Pool{Group: ClusterAPIGroup, Kind: "MachineDeployment", Namespace: ns, Name: md}
-				}
-				if ms := m.Labels[MachineSetLabel]; ms != "" {
-					return Pool{Group: ClusterAPIGroup, Kind: "MachineSet", Namespace: ns, Name: ms}
-				}
-				if o := m.Owner; o != nil {
-					return Pool{Group: groupOf(o.APIVersion), Kind: o.Kind, Namespace: ns, Name: o.Name}
-				}
-			}
-		}
-		// The Machine is not (yet) in the cache: Cluster API also writes
-		// the owner on the node.
-		if kind, owner := node.Annotations[OwnerKindAnnotation], node.Annotations[OwnerNameAnnotation]; kind != "" && owner != "" {
-			group := ClusterAPIGroup
-			if kind != "MachineSet" && kind != "MachineDeployment" {
-				group = "" // e.g. a control plane provider's kind: no object we can address safely
-			}
-			return Pool{Group: group, Kind: kind, Namespace: ns, Name: owner}
+	for _, e := range r.Engines {
+		if p, ok := e.PoolOf(node, machines); ok {
+			return p
 		}
 	}
 	return Cluster
-}
-
-func groupOf(apiVersion string) string {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return ""
-	}
-	return gv.Group
 }

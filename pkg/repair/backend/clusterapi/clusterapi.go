@@ -39,6 +39,59 @@ func (Backend) Owns(node *corev1.Node) bool {
 	return ok
 }
 
+// PoolOf: a Cluster API node's pool is its Machine's MachineDeployment,
+// else its MachineSet, else its controller owner (a control plane
+// provider's kind), read from the watched Machine; a Machine not (yet) in
+// the cache falls back to the owner Cluster API writes on the node.
+func (Backend) PoolOf(node *corev1.Node, machines pool.MachineLookup) (pool.Pool, bool) {
+	ns, name, ok := pool.MachineOf(node)
+	if !ok {
+		return pool.Pool{}, false
+	}
+	if machines != nil {
+		if m, found := machines(ns, name); found {
+			if md := m.Labels[pool.MachineDeploymentLabel]; md != "" {
+				return pool.Pool{Group: pool.ClusterAPIGroup, Kind: "MachineDeployment", Namespace: ns, Name: md}, true
+			}
+			if ms := m.Labels[pool.MachineSetLabel]; ms != "" {
+				return pool.Pool{Group: pool.ClusterAPIGroup, Kind: "MachineSet", Namespace: ns, Name: ms}, true
+			}
+			if o := m.Owner; o != nil {
+				return pool.Pool{Group: groupOf(o.APIVersion), Kind: o.Kind, Namespace: ns, Name: o.Name}, true
+			}
+		}
+	}
+	if kind, owner := node.Annotations[pool.OwnerKindAnnotation], node.Annotations[pool.OwnerNameAnnotation]; kind != "" && owner != "" {
+		group := pool.ClusterAPIGroup
+		if kind != "MachineSet" && kind != "MachineDeployment" {
+			group = "" // e.g. a control plane provider's kind: no object we can address safely
+		}
+		return pool.Pool{Group: group, Kind: kind, Namespace: ns, Name: owner}, true
+	}
+	return pool.Pool{}, false
+}
+
+// NeedsLookup: a node that names a Machine is pooled by that Machine,
+// which changes apart from the node.
+func (Backend) NeedsLookup(node *corev1.Node) bool {
+	_, _, ok := pool.MachineOf(node)
+	return ok
+}
+
+// Watches Machines (metadata only, when Cluster API is served), so that
+// PoolOf's lookups read a synced cache.
+func (Backend) Watches() []schema.GroupKind {
+	return []schema.GroupKind{{Group: pool.ClusterAPIGroup, Kind: "Machine"}}
+}
+
+func groupOf(apiVersion string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return ""
+	}
+	return gv.Group
+}
+
 // Resolve returns the Machine named by the node's annotations, checking that
 // it exists, in the version the cluster prefers.
 func (b Backend) Resolve(ctx context.Context, n *corev1.Node) (backend.Target, error) {

@@ -43,6 +43,21 @@ func (Backend) Owns(node *corev1.Node) bool {
 	return node.Labels[pool.KarpenterNodePoolLabel] != ""
 }
 
+// PoolOf: a Karpenter node's pool is its NodePool, named by its label.
+func (Backend) PoolOf(node *corev1.Node, _ pool.MachineLookup) (pool.Pool, bool) {
+	if np := node.Labels[pool.KarpenterNodePoolLabel]; np != "" {
+		return pool.Pool{Group: pool.KarpenterGroup, Kind: "NodePool", Name: np}, true
+	}
+	return pool.Pool{}, false
+}
+
+// NeedsLookup is false: the label is on the node.
+func (Backend) NeedsLookup(*corev1.Node) bool { return false }
+
+// Watches nothing: the pool is on the node, and NodeClaims are read once
+// per repair, uncached.
+func (Backend) Watches() []schema.GroupKind { return nil }
+
 // Resolve returns the NodeClaim of n: the owner reference Karpenter sets on
 // registered nodes, or else the NodeClaim whose status names the node (by
 // name or provider ID).

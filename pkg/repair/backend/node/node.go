@@ -6,9 +6,12 @@ package node
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
 // Backend deletes the Node object.
@@ -27,3 +30,13 @@ func (Backend) Owns(*corev1.Node) bool { return true }
 func (Backend) Resolve(_ context.Context, n *corev1.Node) (backend.Target, error) {
 	return backend.Target{Backend: backend.Node, APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}, nil
 }
+
+// PoolOf pools nothing: a node no engine owns counts in the configured
+// label's pool or the cluster group.
+func (Backend) PoolOf(*corev1.Node, pool.MachineLookup) (pool.Pool, bool) { return pool.Pool{}, false }
+
+// NeedsLookup is false: nothing is looked up.
+func (Backend) NeedsLookup(*corev1.Node) bool { return false }
+
+// Watches nothing.
+func (Backend) Watches() []schema.GroupKind { return nil }
