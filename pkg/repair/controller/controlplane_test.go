@@ -136,15 +136,15 @@ func TestControlPlaneLastReadyIsKept(t *testing.T) {
 	h.optInControlPlanes()
 	h.node("cp-a", controlPlaneLabel)
 	h.node("cp-b", controlPlaneLabel)
-	// cp-b is NotReady from the moment cp-a is due, so that cp-b is not due
-	// itself: were it repaired first, cp-a would wait for it ("one at a
-	// time") and not as the last Ready one. Written before cp-a's fault,
-	// the controller has seen it when it records cp-a's.
-	due := h.t0.Add(30 * time.Minute)
-	h.fault("cp-b", corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", due)
-	if got := h.expire("cp-a"); !got.Equal(due) {
-		t.Fatalf("cp-a due at %v, want %v", got, due)
-	}
+	// cp-b goes NotReady a minute before cp-a is due, so that cp-b is not
+	// due itself then: were it repaired first, cp-a would wait for it ("one
+	// at a time") and not as the last Ready one. Its fault is written when
+	// the clock is there, not dated ahead: a transition time in the future
+	// counts from now (unhealthy.Assess), which made cp-b due with cp-a.
+	due := h.expire("cp-a")
+	h.advanceTo(due.Add(-time.Minute))
+	h.fault("cp-b", corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", h.clock.Now())
+	h.waitRecorded("cp-b")
 	h.advanceTo(due)
 	h.waitEvent("cp-a", "NodeRepairBlocked", "cp-a is a control-plane node (the control-plane role label): it is the last Ready control-plane node")
 	h.consistently("the last Ready one kept", func() bool { return h.untouched("cp-a") })
