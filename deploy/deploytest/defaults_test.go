@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/pkg/agent/config"
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/monitors"
 )
 
@@ -135,7 +135,7 @@ func typePaths(prefix string, typ reflect.Type) []string {
 		}
 		p := strings.TrimPrefix(prefix+"."+name, ".")
 		switch {
-		case ft == reflect.TypeFor[monitor.Duration]():
+		case ft == reflect.TypeFor[detection.Duration]():
 			out = append(out, p)
 		case ft == reflect.TypeFor[config.Monitors]():
 			for _, k := range monitors.Table() {

@@ -31,7 +31,7 @@ type layer struct {
 // layers is the one rule of docs/architecture.md, bottom up: a package
 // imports only its own layer and the layers in its may list.
 var layers = []layer{
-	{"contract", []string{"api/...", "pkg/health", "pkg/logline", "pkg/monitor", "pkg/rungs"}, nil,
+	{"contract", []string{"api/...", "pkg/health", "pkg/logline", "pkg/detection", "pkg/rungs"}, nil,
 		"what the halves agree on: CRD types, condition types and the reason registry, log lines and rules, the monitor API, the table of remediation rungs"},
 	{"plumbing", []string{"internal/apigate", "internal/backoff", "internal/bounded", "internal/bytecount", "internal/childproc", "internal/cloudmeta", "internal/command", "internal/coreclient", "internal/kubeconfig", "internal/mendclient", "internal/mountinfo", "internal/scheme", "internal/selfpages", "internal/textcut", "internal/workloop"}, []string{"contract"},
 		"small production helpers: holding API requests through an outage, retry backoff, bounded reads, byte counts for people, child processes, host tools run for their output (one command runner), the cloud's instance metadata, the agent's core/v1 client, kubeconfig loading, the nodemend.dev API group's client, the mount table, the runtime scheme, paging out the agent's own binary, the informer and work queue loop of the objects the agent serves"},

@@ -6,18 +6,18 @@ import (
 	"slices"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // appliesTimeout bounds one Applies call (loading a vendor library).
 const appliesTimeout = 10 * time.Second
 
 // applicable returns the monitors that apply to this node: those that do
-// not implement monitor.Applier, and those whose Applies reports true.
-func applicable(ctx context.Context, ms []monitor.Monitor) []monitor.Monitor {
-	var out []monitor.Monitor
+// not implement detection.Applier, and those whose Applies reports true.
+func applicable(ctx context.Context, ms []detection.Monitor) []detection.Monitor {
+	var out []detection.Monitor
 	for _, m := range ms {
-		if ap, ok := m.(monitor.Applier); ok {
+		if ap, ok := m.(detection.Applier); ok {
 			actx, cancel := context.WithTimeout(ctx, appliesTimeout)
 			applies := ap.Applies(actx)
 			cancel()
@@ -30,7 +30,7 @@ func applicable(ctx context.Context, ms []monitor.Monitor) []monitor.Monitor {
 	return out
 }
 
-func names(ms []monitor.Monitor) []string {
+func names(ms []detection.Monitor) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Name()

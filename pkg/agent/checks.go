@@ -13,13 +13,13 @@ import (
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // checkJob wraps a check for the scheduler: a bounded run, errors reported
 // once until the check works again, results to the exporter.
-func (a *Agent) checkJob(chk monitor.Check) scheduler.Job {
+func (a *Agent) checkJob(chk detection.Check) scheduler.Job {
 	return scheduler.Job{Name: chk.Name, Period: chk.Period, Run: func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, chk.Period)
 		defer cancel()

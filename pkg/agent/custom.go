@@ -15,17 +15,17 @@ import (
 	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/agent/exporter"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/diagnostics/redact"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/custom"
 	"nodemend.dev/nodemend/pkg/source/tail"
 )
 
 // customMonitor builds the monitor of the operator's rules and checks, or
 // nil when the config has none.
-func (a *Agent) customMonitor(c config.Config) monitor.Monitor {
+func (a *Agent) customMonitor(c config.Config) detection.Monitor {
 	if len(c.CustomRules) == 0 && len(c.CustomChecks) == 0 {
 		return nil
 	}
@@ -166,7 +166,7 @@ func (p *promotions) add(reason string, t time.Time, message string) (config.Pro
 // promote counts a Warning finding of a promoted reason and reports the
 // promoted reason when it has repeated enough. countOnly counts without
 // reporting (a line replayed at start to restore the count).
-func (a *Agent) promote(p *pipeline, r health.Reason, f monitor.Finding, countOnly bool) {
+func (a *Agent) promote(p *pipeline, r health.Reason, f detection.Finding, countOnly bool) {
 	if r.Severity != health.Warning {
 		return
 	}
@@ -178,13 +178,13 @@ func (a *Agent) promote(p *pipeline, r health.Reason, f monitor.Finding, countOn
 	if !on {
 		return
 	}
-	a.exporter.Report(exporter.Detection{Reason: pr, Finding: monitor.Finding{Reason: spec.Reason, Observed: f.Observed, Message: msg}})
+	a.exporter.Report(exporter.Detection{Reason: pr, Finding: detection.Finding{Reason: spec.Reason, Observed: f.Observed, Message: msg}})
 }
 
 // warnOrphanCustom logs the custom reasons whose condition no running
 // monitor writes: their findings are dropped (a condition nodemend does not
 // watch on this node is absent, never written by a rule alone).
-func (a *Agent) warnOrphanCustom(c config.Config, running []monitor.Monitor) {
+func (a *Agent) warnOrphanCustom(c config.Config, running []detection.Monitor) {
 	written := map[health.ConditionType]bool{}
 	for _, m := range running {
 		if hm, ok := health.LookupMonitor(m.Name()); ok {

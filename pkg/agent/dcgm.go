@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/diagnostics"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
@@ -80,14 +80,14 @@ func (d dcgmDiagnostics) Run(ctx context.Context, level int, timeout time.Durati
 	}
 	now := d.a.opts.Clock.Now()
 	for _, f := range dcgm.DiagFindings(r, level) {
-		d.a.reportNow(monitor.Finding{Reason: f.Reason, Message: f.Message, Subject: f.Subject, Severity: f.Severity, Observed: now})
+		d.a.reportNow(detection.Finding{Reason: f.Reason, Message: f.Message, Subject: f.Subject, Severity: f.Severity, Observed: now})
 	}
 	return res, nil
 }
 
 // reportNow publishes a finding that no monitor check produced (a requested
 // diagnostic's) under the config in force.
-func (a *Agent) reportNow(f monitor.Finding) {
+func (a *Agent) reportNow(f detection.Finding) {
 	a.mu.Lock()
 	p := a.pipeline
 	a.mu.Unlock()

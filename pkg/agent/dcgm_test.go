@@ -21,8 +21,8 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
@@ -238,7 +238,7 @@ func TestDCGMHealthReachesTheNode(t *testing.T) {
 func TestDCGMSourceSurvivesReloads(t *testing.T) {
 	a := &Agent{opts: Options{Commands: command.NewScript(), Log: testr.New(t)}}
 	cfg := func(mode dcgm.Mode, host string, every time.Duration) dcgm.Config {
-		return dcgm.Config{Mode: mode, Dcgmi: "dcgmi", HostEngine: host, CheckInterval: monitor.Duration{Duration: every}}
+		return dcgm.Config{Mode: mode, Dcgmi: "dcgmi", HostEngine: host, CheckInterval: detection.Duration{Duration: every}}
 	}
 	s1 := a.dcgmSource(cfg(dcgm.Auto, "", time.Minute))
 	if s1 == nil || a.dcgmClient() == nil {

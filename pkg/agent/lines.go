@@ -4,9 +4,9 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/pkg/agent/exporter"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // handleLine runs one log line through the rules and reports what matched.
@@ -52,14 +52,14 @@ func (a *Agent) handleLine(line logline.Line) {
 
 // report publishes a log- or stream-derived finding under p's config, and
 // counts it for its promotion.
-func (a *Agent) report(p *pipeline, f monitor.Finding) {
+func (a *Agent) report(p *pipeline, f detection.Finding) {
 	if r, on := p.cfg.Effective(f.Reason); on {
 		a.publish(p, f.Effective(r), f)
 	}
 }
 
 // publish reports f under its effective reason r and counts it.
-func (a *Agent) publish(p *pipeline, r health.Reason, f monitor.Finding) {
+func (a *Agent) publish(p *pipeline, r health.Reason, f detection.Finding) {
 	a.exporter.Report(exporter.Detection{Reason: r, Finding: f})
 	a.promote(p, r, f, false)
 }

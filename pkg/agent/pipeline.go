@@ -12,9 +12,9 @@ import (
 
 	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -111,16 +111,16 @@ func (a *Agent) applyConfig(ctx context.Context, c config.Config, loadErr error)
 type pipeline struct {
 	cfg config.Config
 	// candidates are the enabled monitors; monitors those of them that apply
-	// to this node (see monitor.Applier).
-	candidates []monitor.Monitor
-	monitors   []monitor.Monitor
+	// to this node (see detection.Applier).
+	candidates []detection.Monitor
+	monitors   []detection.Monitor
 	matcher    *rules.Matcher
 	// byReason finds the monitor that interprets a rule's matches.
-	byReason map[string]monitor.Monitor
+	byReason map[string]detection.Monitor
 	sources  *runningSources
 	// files follow the host files of the custom rules.
 	files *runningSources
-	// streams run the push sources (monitor.Streamer) of the monitors.
+	// streams run the push sources (detection.Streamer) of the monitors.
 	streams *runningSources
 }
 
@@ -149,8 +149,8 @@ func (p *pipeline) release() {
 }
 
 func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, error) {
-	env := monitor.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
-	p := &pipeline{cfg: c, byReason: map[string]monitor.Monitor{}}
+	env := detection.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
+	p := &pipeline{cfg: c, byReason: map[string]detection.Monitor{}}
 	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgmSource)
 	p.monitors = applicable(ctx, p.candidates)
 	if cm := a.customMonitor(c); cm != nil {

@@ -11,8 +11,8 @@ import (
 
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/source/journal"
 	"nodemend.dev/nodemend/pkg/source/kmsg"
 )
@@ -122,7 +122,7 @@ func (a *Agent) startStreams(parent context.Context, p *pipeline) *runningSource
 	ctx, cancel := context.WithCancel(parent)
 	rs := &runningSources{cancel: cancel}
 	for _, m := range p.monitors {
-		st, ok := m.(monitor.Streamer)
+		st, ok := m.(detection.Streamer)
 		if !ok {
 			continue
 		}
@@ -131,7 +131,7 @@ func (a *Agent) startStreams(parent context.Context, p *pipeline) *runningSource
 		go func() {
 			defer rs.wg.Done()
 			a.supervise(5*time.Minute, name, name).Go(ctx, func(ctx context.Context) error {
-				if err := st.Stream(ctx, func(f monitor.Finding) { a.report(p, f) }); err != nil {
+				if err := st.Stream(ctx, func(f detection.Finding) { a.report(p, f) }); err != nil {
 					return err
 				}
 				return errors.New("stream ended")

@@ -18,7 +18,7 @@ import (
 	"reflect"
 
 	"nodemend.dev/nodemend/internal/cloudmeta"
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
 	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
@@ -30,7 +30,7 @@ import (
 	"nodemend.dev/nodemend/pkg/monitors/storage"
 )
 
-// Deps are what the agent hands the monitors besides monitor.Env: facts of
+// Deps are what the agent hands the monitors besides detection.Env: facts of
 // the node, and the host interfaces that tests and the simulation replace.
 type Deps struct {
 	// NodeName is this node.
@@ -53,39 +53,39 @@ type Deps struct {
 
 // Table lists every monitor, in the order of the config file and its
 // reference. The accelerator monitors share AcceleratedHardwareReady and run
-// only where their hardware is (monitor.Applier).
+// only where their hardware is (detection.Applier).
 func Table() []Kind {
 	return []Kind{
-		define("kernel", kernel.DefaultConfig, func(env monitor.Env, d Deps, c kernel.Config) monitor.Monitor {
+		define("kernel", kernel.DefaultConfig, func(env detection.Env, d Deps, c kernel.Config) detection.Monitor {
 			o := c.Options()
 			o.Timex = d.Timex
 			o.CloudEvents = d.CloudEvents
 			return kernel.New(env, o)
 		}),
-		define("containerRuntime", containerruntime.DefaultConfig, func(env monitor.Env, d Deps, c containerruntime.Config) monitor.Monitor {
+		define("containerRuntime", containerruntime.DefaultConfig, func(env detection.Env, d Deps, c containerruntime.Config) detection.Monitor {
 			return containerruntime.New(env, c.Options(d.NodeName, d.Pods))
 		}),
-		define("networking", networking.DefaultConfig, func(env monitor.Env, d Deps, c networking.Config) monitor.Monitor {
+		define("networking", networking.DefaultConfig, func(env detection.Env, d Deps, c networking.Config) detection.Monitor {
 			var pods networking.PodLister
 			if d.Pods != nil {
 				pods = networking.PodLister(d.Pods)
 			}
 			return networking.New(env, c.Options(pods))
 		}),
-		define("storage", storage.DefaultConfig, func(env monitor.Env, _ Deps, c storage.Config) monitor.Monitor {
+		define("storage", storage.DefaultConfig, func(env detection.Env, _ Deps, c storage.Config) detection.Monitor {
 			return storage.New(env, c.Options())
 		}),
-		define("nvidia", nvidia.DefaultConfig, func(env monitor.Env, d Deps, c nvidia.Config) monitor.Monitor {
+		define("nvidia", nvidia.DefaultConfig, func(env detection.Env, d Deps, c nvidia.Config) detection.Monitor {
 			var src *dcgm.Source
 			if d.DCGM != nil {
 				src = d.DCGM(c.DCGM)
 			}
 			return nvidia.New(env, c.Options(d.NVML, d.NodeLabels, src))
 		}),
-		define("neuron", neuron.DefaultConfig, func(env monitor.Env, d Deps, c accel.Config) monitor.Monitor {
+		define("neuron", neuron.DefaultConfig, func(env detection.Env, d Deps, c accel.Config) detection.Monitor {
 			return neuron.New(env, neuron.OptionsFor(c, d.NodeLabels))
 		}),
-		define("amdgpu", amdgpu.DefaultConfig, func(env monitor.Env, d Deps, c accel.Config) monitor.Monitor {
+		define("amdgpu", amdgpu.DefaultConfig, func(env detection.Env, d Deps, c accel.Config) detection.Monitor {
 			return amdgpu.New(env, amdgpu.OptionsFor(c, d.NodeLabels))
 		}),
 	}
@@ -96,42 +96,42 @@ type Kind struct {
 	// Name is the registry monitor name (pkg/health) and the section's key.
 	Name    string
 	section reflect.Type
-	def     func() monitor.Config
-	decode  func([]byte) (monitor.Config, error)
-	build   func(monitor.Env, Deps, monitor.Config) monitor.Monitor
+	def     func() detection.Config
+	decode  func([]byte) (detection.Config, error)
+	build   func(detection.Env, Deps, detection.Config) detection.Monitor
 }
 
-func define[C monitor.Config](name string, def func() C, build func(monitor.Env, Deps, C) monitor.Monitor) Kind {
+func define[C detection.Config](name string, def func() C, build func(detection.Env, Deps, C) detection.Monitor) Kind {
 	return Kind{
 		Name:    name,
 		section: reflect.TypeFor[C](),
-		def:     func() monitor.Config { return def() },
-		decode: func(raw []byte) (monitor.Config, error) {
+		def:     func() detection.Config { return def() },
+		decode: func(raw []byte) (detection.Config, error) {
 			var c C
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&c); err != nil {
 				return nil, err
 			}
-			monitor.FillDefaults(&c, def())
+			detection.FillDefaults(&c, def())
 			return c, nil
 		},
-		build: func(env monitor.Env, d Deps, c monitor.Config) monitor.Monitor { return build(env, d, c.(C)) },
+		build: func(env detection.Env, d Deps, c detection.Config) detection.Monitor { return build(env, d, c.(C)) },
 	}
 }
 
 // Default is the section used when the file has none.
-func (k Kind) Default() monitor.Config { return k.def() }
+func (k Kind) Default() detection.Config { return k.def() }
 
 // Decode reads a section strictly (unknown keys are errors) and fills in the
 // keys it leaves out from Default. It does not validate.
-func (k Kind) Decode(raw []byte) (monitor.Config, error) { return k.decode(raw) }
+func (k Kind) Decode(raw []byte) (detection.Config, error) { return k.decode(raw) }
 
 // Section is the section's Go type, for generated docs and schema checks.
 func (k Kind) Section() reflect.Type { return k.section }
 
 // New builds the monitor from its section. The section must be of the
 // kind's type (one Decode or Default returned).
-func (k Kind) New(env monitor.Env, d Deps, c monitor.Config) monitor.Monitor {
+func (k Kind) New(env detection.Env, d Deps, c detection.Config) detection.Monitor {
 	return k.build(env, d, c)
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
 	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
@@ -32,7 +32,7 @@ func TestTableIsTheRegistry(t *testing.T) {
 			t.Errorf("%s is in the table twice", k.Name)
 		}
 		table = append(table, k.Name)
-		m := k.New(monitor.Env{HostRoot: t.TempDir()}, Deps{NVML: noNVML}, k.Default())
+		m := k.New(detection.Env{HostRoot: t.TempDir()}, Deps{NVML: noNVML}, k.Default())
 		if m.Name() != k.Name {
 			t.Errorf("table entry %s builds monitor %s", k.Name, m.Name())
 		}
@@ -89,8 +89,8 @@ func equalJSON(t *testing.T, a, b any) bool {
 // at the periods of the default section, and the checks every section turns
 // on have the periods its keys say.
 func TestEmptyOptionsTakeTheDefaultSection(t *testing.T) {
-	env := monitor.Env{HostRoot: t.TempDir()}
-	empty := map[string]monitor.Monitor{
+	env := detection.Env{HostRoot: t.TempDir()}
+	empty := map[string]detection.Monitor{
 		"kernel":           kernel.New(env, kernel.Options{}),
 		"containerRuntime": containerruntime.New(env, containerruntime.Options{}),
 		"networking":       networking.New(env, networking.Options{}),
@@ -112,7 +112,7 @@ func TestEmptyOptionsTakeTheDefaultSection(t *testing.T) {
 	}
 }
 
-func periods(cs []monitor.Check) map[string]time.Duration {
+func periods(cs []detection.Check) map[string]time.Duration {
 	p := map[string]time.Duration{}
 	for _, c := range cs {
 		p[c.Name] = c.Period

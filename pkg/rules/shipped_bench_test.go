@@ -6,8 +6,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/amdgpu"
 	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
@@ -23,7 +23,7 @@ import (
 func shippedRules() []logline.Rule {
 	var all []logline.Rule
 	for _, rs := range [][]logline.Rule{
-		kernel.Rules(), containerruntime.New(monitor.Env{}, containerruntime.Options{}).Rules(), networking.Rules(),
+		kernel.Rules(), containerruntime.New(detection.Env{}, containerruntime.Options{}).Rules(), networking.Rules(),
 		storage.Rules(), nvidia.Rules(), neuron.Rules(), amdgpu.Rules(),
 	} {
 		all = append(all, rs...)

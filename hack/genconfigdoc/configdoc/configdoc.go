@@ -19,7 +19,7 @@ import (
 	"strings"
 
 	"nodemend.dev/nodemend/pkg/agent/config"
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/monitors"
 )
 
@@ -156,7 +156,7 @@ func Render(root string) ([]byte, error) {
 }
 
 var (
-	durationType = reflect.TypeFor[monitor.Duration]()
+	durationType = reflect.TypeFor[detection.Duration]()
 	monitorsType = reflect.TypeFor[config.Monitors]()
 )
 

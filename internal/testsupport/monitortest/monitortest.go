@@ -13,17 +13,17 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
 // Env is a monitor environment over root with the given clock; thresholds
 // in thr override the registry defaults.
-func Env(root *hostroot.Root, clk clock.PassiveClock, thr map[string]float64) monitor.Env {
-	defaults := monitor.Env{}.WithDefaults().Threshold
-	return monitor.Env{
+func Env(root *hostroot.Root, clk clock.PassiveClock, thr map[string]float64) detection.Env {
+	defaults := detection.Env{}.WithDefaults().Threshold
+	return detection.Env{
 		HostRoot: root.Dir,
 		Clock:    clk,
 		Threshold: func(reason string) float64 {
@@ -36,7 +36,7 @@ func Env(root *hostroot.Root, clk clock.PassiveClock, thr map[string]float64) mo
 }
 
 // RunCheck runs the check called name once.
-func RunCheck(t *testing.T, m monitor.Monitor, name string) ([]monitor.Finding, error) {
+func RunCheck(t *testing.T, m detection.Monitor, name string) ([]detection.Finding, error) {
 	t.Helper()
 	for _, c := range m.Checks() {
 		if c.Name == name {
@@ -48,7 +48,7 @@ func RunCheck(t *testing.T, m monitor.Monitor, name string) ([]monitor.Finding, 
 }
 
 // Reasons lists findings as "Reason/Subject", comma-separated.
-func Reasons(fs []monitor.Finding) string {
+func Reasons(fs []detection.Finding) string {
 	var out []string
 	for _, f := range fs {
 		s := f.Reason
@@ -85,7 +85,7 @@ func EveryRuleMatches(t *testing.T, rs []logline.Rule, positives []logline.Line)
 // logs outside the rules (a monitor's own Interpret). It also checks that
 // every check can run and that the registry knows the monitor.
 func RegistryCoverage(t *testing.T, m interface {
-	monitor.Monitor
+	detection.Monitor
 	Rules() []logline.Rule
 }, condition health.ConditionType, alsoFromLog ...string) {
 	t.Helper()
@@ -124,7 +124,7 @@ func RegistryCoverage(t *testing.T, m interface {
 // Stepper returns a function that runs check name of m, fails unless the
 // findings' reasons (Reasons) are want, and then moves clk forward by step:
 // one call per check period, for tests that walk a monitor through time.
-func Stepper(t *testing.T, m monitor.Monitor, name string, clk *clocktesting.FakePassiveClock, step time.Duration) func(want string) {
+func Stepper(t *testing.T, m detection.Monitor, name string, clk *clocktesting.FakePassiveClock, step time.Duration) func(want string) {
 	return func(want string) {
 		t.Helper()
 		fs, err := RunCheck(t, m, name)

@@ -12,8 +12,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Config is the whole agent config file.
@@ -46,7 +46,7 @@ type ReasonConfig struct {
 	// QuietPeriod replaces the recovery quiet period of a Fatal log-derived
 	// reason: at least 1m. Keep it longer than the repair toleration of its
 	// condition, or a flapping fault may never be repaired.
-	QuietPeriod *monitor.Duration `json:"quietPeriod,omitempty"`
+	QuietPeriod *detection.Duration `json:"quietPeriod,omitempty"`
 	// Promote makes a Warning reason Fatal, as a reason of the operator's,
 	// when it repeats (custom.go).
 	Promote *Promotion `json:"promote,omitempty"`
@@ -67,7 +67,7 @@ type KmsgSource struct {
 	// Enabled reads the kernel log (<host-root>/dev/kmsg).
 	Enabled *bool `json:"enabled,omitempty"`
 	// Lookback replays records of the kernel ring buffer this recent at start.
-	Lookback monitor.Duration `json:"lookback,omitempty"`
+	Lookback detection.Duration `json:"lookback,omitempty"`
 }
 
 // JournalSource configures the systemd journal reader.
@@ -86,9 +86,9 @@ type JournalSource struct {
 // ExporterConfig tunes status writes.
 type ExporterConfig struct {
 	// Heartbeat rewrites the conditions this often without change.
-	Heartbeat monitor.Duration `json:"heartbeat,omitempty"`
+	Heartbeat detection.Duration `json:"heartbeat,omitempty"`
 	// Coalesce waits this long after a change for others before writing.
-	Coalesce monitor.Duration `json:"coalesce,omitempty"`
+	Coalesce detection.Duration `json:"coalesce,omitempty"`
 }
 
 // Journal modes.
@@ -105,10 +105,10 @@ func Default() Config {
 	return Config{
 		Monitors: defaultMonitors(),
 		Sources: Sources{
-			Kmsg:    KmsgSource{Enabled: &on, Lookback: monitor.Duration{Duration: 10 * time.Minute}},
+			Kmsg:    KmsgSource{Enabled: &on, Lookback: detection.Duration{Duration: 10 * time.Minute}},
 			Journal: JournalSource{Mode: JournalCtl, Directory: "/var/log/journal", File: "/var/log/nodemend/journal.jsonl", Command: "journalctl"},
 		},
-		Exporter: ExporterConfig{Heartbeat: monitor.Duration{Duration: 5 * time.Minute}, Coalesce: monitor.Duration{Duration: 5 * time.Millisecond}},
+		Exporter: ExporterConfig{Heartbeat: detection.Duration{Duration: 5 * time.Minute}, Coalesce: detection.Duration{Duration: 5 * time.Millisecond}},
 	}
 }
 
@@ -133,8 +133,8 @@ func Parse(data []byte) (Config, error) {
 
 func (c *Config) fillDefaults(d Config) {
 	c.Monitors.fillDefaults()
-	monitor.FillDefaults(&c.Sources, d.Sources)
-	monitor.FillDefaults(&c.Exporter, d.Exporter)
+	detection.FillDefaults(&c.Sources, d.Sources)
+	detection.FillDefaults(&c.Exporter, d.Exporter)
 }
 
 // Validate checks the config against the registry.
@@ -150,7 +150,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateCustom()...)
 	errs = append(errs, c.Monitors.validate()...)
-	errs = append(errs, monitor.Errors(monitor.MinPeriod("exporter.heartbeat", c.Exporter.Heartbeat))...)
+	errs = append(errs, detection.Errors(detection.MinPeriod("exporter.heartbeat", c.Exporter.Heartbeat))...)
 	if c.Exporter.Coalesce.Duration < 0 || c.Exporter.Coalesce.Duration > time.Second {
 		errs = append(errs, fmt.Errorf("exporter.coalesce: %v must be between 0 and 1s", c.Exporter.Coalesce.Duration))
 	}
@@ -159,9 +159,9 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("sources.journal.mode: %q is not journalctl, file or off", c.Sources.Journal.Mode))
 	}
-	errs = append(errs, monitor.Errors(
-		monitor.AbsolutePath("sources.journal.directory", c.Sources.Journal.Directory),
-		monitor.AbsolutePath("sources.journal.file", c.Sources.Journal.File),
+	errs = append(errs, detection.Errors(
+		detection.AbsolutePath("sources.journal.directory", c.Sources.Journal.Directory),
+		detection.AbsolutePath("sources.journal.file", c.Sources.Journal.File),
 	)...)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)

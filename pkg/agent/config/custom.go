@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // CustomPrefix starts every reason an operator defines (custom rules and
@@ -94,7 +94,7 @@ type CustomRule struct {
 	Message string `json:"message,omitempty"`
 	// QuietPeriod is how long a Fatal rule's fault lasts after its last
 	// line (default 45m, at least 1m).
-	QuietPeriod *monitor.Duration `json:"quietPeriod,omitempty"`
+	QuietPeriod *detection.Duration `json:"quietPeriod,omitempty"`
 	// Promote turns a Warning into a Fatal reason when it repeats.
 	Promote *Promotion `json:"promote,omitempty"`
 }
@@ -118,10 +118,10 @@ type CustomCheck struct {
 	Command []string `json:"command"`
 	// Period is how often it runs (at least 10s), with the scheduler's
 	// jitter.
-	Period monitor.Duration `json:"period"`
+	Period detection.Duration `json:"period"`
 	// Timeout bounds a run (default 5s, shorter than Period); a run that
 	// does not finish in time leaves the state as it was.
-	Timeout *monitor.Duration `json:"timeout,omitempty"`
+	Timeout *detection.Duration `json:"timeout,omitempty"`
 	// Promote turns a Warning into a Fatal reason when it repeats.
 	Promote *Promotion `json:"promote,omitempty"`
 }
@@ -133,7 +133,7 @@ type Promotion struct {
 	Count int `json:"count"`
 	// ... Within this long (at most 24h) promote the reason. A log line is
 	// one occurrence, a check's run that finds it another.
-	Within monitor.Duration `json:"within"`
+	Within detection.Duration `json:"within"`
 	// To is the promoted severity: Fatal (the default; the only one).
 	To string `json:"to,omitempty"`
 	// Reason is the promoted reason: CustomPrefix, then UpperCamelCase.
@@ -141,7 +141,7 @@ type Promotion struct {
 	// QuietPeriod is how long the promoted fault lasts after the
 	// occurrence that last kept the count reached (default 45m, at least
 	// 1m): the promoted reason recovers like a log-derived one.
-	QuietPeriod *monitor.Duration `json:"quietPeriod,omitempty"`
+	QuietPeriod *detection.Duration `json:"quietPeriod,omitempty"`
 	// Description says what the promoted fault is.
 	Description string `json:"description,omitempty"`
 }
@@ -154,7 +154,7 @@ const (
 )
 
 // customReason is a custom reason as the exporter and the monitors see it.
-func customReason(name, condition, severity, description string, source health.Source, quiet *monitor.Duration) health.Reason {
+func customReason(name, condition, severity, description string, source health.Source, quiet *detection.Duration) health.Reason {
 	r := health.Reason{Name: name, Condition: health.ConditionType(condition), Severity: health.Severity(severity),
 		Source: source, Description: description}
 	if r.Severity == health.Fatal && source == health.FromLog {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/monitors"
 )
 
@@ -14,11 +14,11 @@ import (
 // section's type, defaults and validation belong to its monitor's package
 // (pkg/monitors/<kind>; the list of monitors is pkg/monitors.Table).
 type Monitors struct {
-	sections map[string]monitor.Config
+	sections map[string]detection.Config
 }
 
 func defaultMonitors() Monitors {
-	m := Monitors{sections: map[string]monitor.Config{}}
+	m := Monitors{sections: map[string]detection.Config{}}
 	for _, k := range monitors.Table() {
 		m.sections[k.Name] = k.Default()
 	}
@@ -26,7 +26,7 @@ func defaultMonitors() Monitors {
 }
 
 // Section returns the named monitor's section, nil for an unknown name.
-func (m Monitors) Section(name string) monitor.Config { return m.sections[name] }
+func (m Monitors) Section(name string) detection.Config { return m.sections[name] }
 
 // UnmarshalJSON decodes each section strictly into its monitor's type.
 func (m *Monitors) UnmarshalJSON(b []byte) error {
@@ -34,7 +34,7 @@ func (m *Monitors) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	m.sections = map[string]monitor.Config{}
+	m.sections = map[string]detection.Config{}
 	var names []string
 	for _, k := range monitors.Table() {
 		names = append(names, k.Name)
@@ -82,7 +82,7 @@ func (m Monitors) MarshalJSON() ([]byte, error) {
 // fillDefaults gives a monitor the file does not mention its default section.
 func (m *Monitors) fillDefaults() {
 	if m.sections == nil {
-		m.sections = map[string]monitor.Config{}
+		m.sections = map[string]detection.Config{}
 	}
 	for _, k := range monitors.Table() {
 		if _, ok := m.sections[k.Name]; !ok {

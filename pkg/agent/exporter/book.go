@@ -8,15 +8,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Detection is a finding with the effective registry entry of its reason
 // (severity and thresholds after config overrides).
 type Detection struct {
 	Reason  health.Reason
-	Finding monitor.Finding
+	Finding detection.Finding
 }
 
 // book is the pure condition state machine: it holds the active Fatal faults

@@ -6,8 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // A fault raised first by a stream (NVML's double-bit ECC event) and then
@@ -22,7 +22,7 @@ func TestCheckTakesOverAFaultAStreamRaised(t *testing.T) {
 	dbe, _ := health.LookupReason(health.ReasonNvidiaDoubleBitError)
 	xid79, _ := health.LookupReason(health.ReasonNvidiaXID79Error)
 	d := func(r health.Reason, subject, msg string) Detection {
-		return Detection{Reason: r, Finding: monitor.Finding{Reason: r.Name, Subject: subject, Message: msg, Observed: now}}
+		return Detection{Reason: r, Finding: detection.Finding{Reason: r.Name, Subject: subject, Message: msg, Observed: now}}
 	}
 	status := func() (corev1.ConditionStatus, string) {
 		conds, _ := b.desired(now)

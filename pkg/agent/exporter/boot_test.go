@@ -22,8 +22,8 @@ func TestFaultsOfAnEarlierBootAreDropped(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	node := newNode(t)
 	h := startExporter(t, node, clk, "kernel", "containerRuntime")
-	h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, "fork failed", clk.Now()))
-	stuck := detection(t, health.ReasonPodStuckTerminating, "pod default/web-0 is stuck", clk.Now())
+	h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, "fork failed", clk.Now()))
+	stuck := detectionOf(t, health.ReasonPodStuckTerminating, "pod default/web-0 is stuck", clk.Now())
 	stuck.Finding.Subject = "default/web-0"
 	h.exp.ReportCheck([]string{health.ReasonPodStuckTerminating}, []Detection{stuck})
 	h.eventually("both False", func(n *corev1.Node) bool {
@@ -56,7 +56,7 @@ func TestFaultsOfAnEarlierBootAreDropped(t *testing.T) {
 func TestMonitorReenabledDoesNotBringBackStaleFaults(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := startExporter(t, newNode(t), clk, "kernel", "containerRuntime")
-	h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, "fork failed", clk.Now()))
+	h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, "fork failed", clk.Now()))
 	h.eventually("KernelReady False", hasStatus(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
 	k, _ := health.LookupMonitor("kernel")
 	r, _ := health.LookupMonitor("containerRuntime")
@@ -73,7 +73,7 @@ func TestClearAfterReset(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := startExporter(t, newNode(t), clk, "nvidia")
 	xid := func(reason, subject string) Detection {
-		d := detection(t, reason, "Xid on "+subject, clk.Now())
+		d := detectionOf(t, reason, "Xid on "+subject, clk.Now())
 		d.Finding.Subject = subject
 		return d
 	}
@@ -104,7 +104,7 @@ func TestHeaviestRemedyNamesTheCondition(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := startExporter(t, newNode(t), clk, "nvidia")
 	on := func(reason, subject string) Detection {
-		d := detection(t, reason, reason+" on "+subject, clk.Now())
+		d := detectionOf(t, reason, reason+" on "+subject, clk.Now())
 		d.Finding.Subject = subject
 		return d
 	}

@@ -35,7 +35,7 @@ func TestWritesFitTheAdmissionBounds(t *testing.T) {
 	t.Cleanup(h.stop)
 
 	huge := "fork failed \xff\xfe " + strings.Repeat("日本", 1<<18)
-	e.Report(detection(t, health.ReasonForkFailedOutOfPIDs, huge, clk.Now()))
+	e.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, huge, clk.Now()))
 	n := h.eventually("KernelReady False", hasStatus(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
 	c := cond(n, health.KernelReady)
 	if len(c.Message) > health.MaxMessageLength || !utf8.ValidString(c.Message) || !health.ValidReason(c.Reason) {

@@ -17,8 +17,8 @@ import (
 
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 var (
@@ -124,13 +124,13 @@ func hasStatus(t health.ConditionType, s corev1.ConditionStatus, reason string) 
 	}
 }
 
-func detection(t *testing.T, reason, msg string, observed time.Time) Detection {
+func detectionOf(t *testing.T, reason, msg string, observed time.Time) Detection {
 	t.Helper()
 	r, ok := health.LookupReason(reason)
 	if !ok {
 		t.Fatalf("unknown reason %s", reason)
 	}
-	return Detection{Reason: r, Finding: monitor.Finding{Reason: reason, Message: msg, Observed: observed}}
+	return Detection{Reason: r, Finding: detection.Finding{Reason: reason, Message: msg, Observed: observed}}
 }
 
 func TestFatalLogFaultFlipsAndRecoversAfterQuietPeriod(t *testing.T) {
@@ -141,13 +141,13 @@ func TestFatalLogFaultFlipsAndRecoversAfterQuietPeriod(t *testing.T) {
 		t.Fatal("a monitor that is not enabled must not write its condition")
 	}
 
-	h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, "kubelet: fork/exec /usr/bin/mount: resource temporarily unavailable", clk.Now()))
+	h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, "kubelet: fork/exec /usr/bin/mount: resource temporarily unavailable", clk.Now()))
 	sick := h.eventually("KernelReady False", hasStatus(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
 	ltt := cond(sick, health.KernelReady).LastTransitionTime
 
 	// A new detection with another message changes the message, not the clock.
 	clk.Step(time.Minute)
-	h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, "containerd: runtime: failed to create new OS thread", clk.Now()))
+	h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, "containerd: runtime: failed to create new OS thread", clk.Now()))
 	again := h.eventually("message updated", func(n *corev1.Node) bool {
 		c := cond(n, health.KernelReady)
 		return c.Message == "containerd: runtime: failed to create new OS thread"
@@ -157,7 +157,7 @@ func TestFatalLogFaultFlipsAndRecoversAfterQuietPeriod(t *testing.T) {
 	}
 
 	// Warnings are events, never a condition change.
-	h.exp.Report(detection(t, health.ReasonSoftLockup, "watchdog: BUG: soft lockup - CPU#3 stuck for 23s!", clk.Now()))
+	h.exp.Report(detectionOf(t, health.ReasonSoftLockup, "watchdog: BUG: soft lockup - CPU#3 stuck for 23s!", clk.Now()))
 
 	r, _ := health.LookupReason(health.ReasonForkFailedOutOfPIDs)
 	clk.Step(r.QuietPeriod - time.Second)
@@ -173,7 +173,7 @@ func TestCheckFaultRecoversWhenCheckPasses(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	h := startExporter(t, newNode(t), clk, "containerRuntime")
 	reasons := []string{health.ReasonPodStuckTerminating}
-	stuck := detection(t, health.ReasonPodStuckTerminating, "pod default/web-0 is 6m past its deletion deadline", clk.Now())
+	stuck := detectionOf(t, health.ReasonPodStuckTerminating, "pod default/web-0 is 6m past its deletion deadline", clk.Now())
 	stuck.Finding.Subject = "default/web-0"
 	h.exp.ReportCheck(reasons, []Detection{stuck})
 	h.eventually("ContainerRuntimeReady False", hasStatus(health.ContainerRuntimeReady, corev1.ConditionFalse, health.ReasonPodStuckTerminating))
@@ -185,7 +185,7 @@ func TestRestartKeepsActiveFaultAndTransitionTime(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	node := newNode(t)
 	h := startExporter(t, node, clk, "kernel")
-	h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, "fork failed", clk.Now()))
+	h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, "fork failed", clk.Now()))
 	sick := h.eventually("KernelReady False", hasStatus(health.KernelReady, corev1.ConditionFalse, health.ReasonForkFailedOutOfPIDs))
 	ltt := cond(sick, health.KernelReady).LastTransitionTime
 	h.stop()
@@ -250,7 +250,7 @@ func TestConcurrentKubeletHeartbeatLosesNothing(t *testing.T) {
 
 	r, _ := health.LookupReason(health.ReasonForkFailedOutOfPIDs)
 	for i := 0; i < 30; i++ {
-		h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, fmt.Sprintf("fault %d", i), clk.Now()))
+		h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, fmt.Sprintf("fault %d", i), clk.Now()))
 		h.eventually(fmt.Sprintf("fault %d visible", i), func(n *corev1.Node) bool {
 			c := cond(n, health.KernelReady)
 			return c != nil && c.Status == corev1.ConditionFalse && c.Message == fmt.Sprintf("fault %d", i)

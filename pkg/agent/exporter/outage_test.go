@@ -53,7 +53,7 @@ func TestOutageWritesAreBoundedAndTheLatestStateFollowsTheReturn(t *testing.T) {
 		// write without backoff.
 		if i%2 == 0 {
 			msg := "fork failed " + clk.Now().Sub(start).String()
-			h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, msg, clk.Now()))
+			h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, msg, clk.Now()))
 		}
 		idle()
 		clk.Step(step)
@@ -69,7 +69,7 @@ func TestOutageWritesAreBoundedAndTheLatestStateFollowsTheReturn(t *testing.T) {
 	}
 
 	latest := "fork failed at the API's return"
-	h.exp.Report(detection(t, health.ReasonForkFailedOutOfPIDs, latest, clk.Now()))
+	h.exp.Report(detectionOf(t, health.ReasonForkFailedOutOfPIDs, latest, clk.Now()))
 	outage.Up()
 	back := clk.Now()
 	for {

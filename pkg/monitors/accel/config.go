@@ -3,16 +3,16 @@ package accel
 import (
 	"fmt"
 
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // Config configures an accelerator monitor (nvidia, neuron, amdgpu →
 // AcceleratedHardwareReady). An enabled monitor still runs only on nodes
 // that have its hardware; elsewhere it writes nothing.
 type Config struct {
-	monitor.Switch `json:",inline"`
+	detection.Switch `json:",inline"`
 	// CheckInterval is the period of the device checks.
-	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	CheckInterval detection.Duration `json:"checkInterval,omitempty"`
 	// ExpectedCount is how many devices the node must have; 0 means take it
 	// from ExpectedCountLabel, else from the instance-type table.
 	ExpectedCount int `json:"expectedCount,omitempty"`
@@ -28,12 +28,12 @@ type Config struct {
 // its monitor documents.
 func DefaultConfig(label string) Config {
 	on := true
-	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Seconds(30), ExpectedCountLabel: label, InstanceTypeTable: &on}
+	return Config{Switch: detection.Enabled(), CheckInterval: detection.Seconds(30), ExpectedCountLabel: label, InstanceTypeTable: &on}
 }
 
 // Validate checks the section.
 func (c Config) Validate(path string) []error {
-	errs := monitor.Errors(monitor.MinPeriod(path+".checkInterval", c.CheckInterval))
+	errs := detection.Errors(detection.MinPeriod(path+".checkInterval", c.CheckInterval))
 	if c.ExpectedCount < 0 {
 		errs = append(errs, fmt.Errorf("%s.expectedCount: %d must not be negative (0 = not configured)", path, c.ExpectedCount))
 	}

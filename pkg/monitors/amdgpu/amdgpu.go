@@ -23,9 +23,9 @@ import (
 	"sync"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 )
 
@@ -40,9 +40,9 @@ type Options struct {
 	CheckPeriod time.Duration
 }
 
-// Monitor implements monitor.Monitor for AMD GPUs.
+// Monitor implements detection.Monitor for AMD GPUs.
 type Monitor struct {
-	env  monitor.Env
+	env  detection.Env
 	opts Options
 
 	mu sync.Mutex
@@ -56,12 +56,12 @@ type ceReading struct {
 }
 
 var (
-	_ monitor.Monitor = (*Monitor)(nil)
-	_ monitor.Applier = (*Monitor)(nil)
+	_ detection.Monitor = (*Monitor)(nil)
+	_ detection.Applier = (*Monitor)(nil)
 )
 
 // New builds the monitor.
-func New(env monitor.Env, opts Options) *Monitor {
+func New(env detection.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
 	if opts.CheckPeriod <= 0 {
 		opts.CheckPeriod = DefaultConfig().CheckInterval.Duration
@@ -69,12 +69,12 @@ func New(env monitor.Env, opts Options) *Monitor {
 	return &Monitor{env: env, opts: opts, prevCE: map[string]ceReading{}}
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
 func (m *Monitor) drmDir() string { return filepath.Join(m.env.HostRoot, "sys", "class", "drm") }
 
-// Applies implements monitor.Applier: a DRM card is bound to amdgpu.
+// Applies implements detection.Applier: a DRM card is bound to amdgpu.
 func (m *Monitor) Applies(context.Context) bool {
 	cards, err := scanCards(m.drmDir())
 	return err == nil && len(cards) > 0
@@ -202,28 +202,28 @@ func Rules() []logline.Rule {
 	}
 }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
-// Interpret implements monitor.Monitor.
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
+// Interpret implements detection.Monitor.
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
 	msg, subject := match.Message, match.Groups["pci"]
 	if subject != "" {
 		msg = "GPU " + subject + ": " + msg
 	}
-	return []monitor.Finding{{Reason: match.Reason, Message: msg, Subject: subject, Observed: match.Line.Time}}
+	return []detection.Finding{{Reason: match.Reason, Message: msg, Subject: subject, Observed: match.Line.Time}}
 }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check {
-	return []monitor.Check{
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check {
+	return []detection.Check{
 		{Name: "amdgpu-device-count", Period: m.opts.CheckPeriod, Reasons: []string{health.ReasonAMDGPUDeviceCountMismatch}, Run: m.runDeviceCount},
 		{Name: "amdgpu-ras", Period: m.opts.CheckPeriod,
 			Reasons: []string{health.ReasonAMDGPUUncorrectableError, health.ReasonAMDGPUCorrectableErrors}, Run: m.runRAS},
 	}
 }
 
-func (m *Monitor) runDeviceCount(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runDeviceCount(ctx context.Context) ([]detection.Finding, error) {
 	cards, err := scanCards(m.drmDir())
 	if err != nil {
 		return nil, err
@@ -235,11 +235,11 @@ func (m *Monitor) runDeviceCount(ctx context.Context) ([]monitor.Finding, error)
 	if !ok || len(cards) >= exp.Count {
 		return nil, nil
 	}
-	return []monitor.Finding{{Reason: health.ReasonAMDGPUDeviceCountMismatch, Observed: m.env.Clock.Now(),
+	return []detection.Finding{{Reason: health.ReasonAMDGPUDeviceCountMismatch, Observed: m.env.Clock.Now(),
 		Message: fmt.Sprintf("%d AMD GPUs bound to amdgpu, %d expected (from %s)", len(cards), exp.Count, exp.Source)}}, nil
 }
 
-func (m *Monitor) runRAS(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runRAS(context.Context) ([]detection.Finding, error) {
 	cards, err := scanCards(m.drmDir())
 	if err != nil {
 		return nil, err
@@ -248,7 +248,7 @@ func (m *Monitor) runRAS(context.Context) ([]monitor.Finding, error) {
 	perHour := m.env.Threshold(health.ReasonAMDGPUCorrectableErrors)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []monitor.Finding
+	var out []detection.Finding
 	for _, c := range cards {
 		fs, next := evalRAS(c, m.prevCE[c.Name], now, perHour)
 		m.prevCE[c.Name] = next
@@ -263,7 +263,7 @@ func (m *Monitor) runRAS(context.Context) ([]monitor.Finding, error) {
 // evalRAS evaluates one card's RAS counters: any uncorrectable error is
 // Fatal (the counters reset only with the driver, i.e. after a GPU reset or
 // reboot); correctable errors growing at perHour or more are a Warning.
-func evalRAS(c Card, prev ceReading, now time.Time, perHour float64) ([]monitor.Finding, ceReading) {
+func evalRAS(c Card, prev ceReading, now time.Time, perHour float64) ([]detection.Finding, ceReading) {
 	subject := c.PCI
 	if subject == "" {
 		subject = c.Name
@@ -281,16 +281,16 @@ func evalRAS(c Card, prev ceReading, now time.Time, perHour float64) ([]monitor.
 		}
 		ce += c.RAS[b].CE
 	}
-	var out []monitor.Finding
+	var out []detection.Finding
 	if len(ue) > 0 {
-		out = append(out, monitor.Finding{Reason: health.ReasonAMDGPUUncorrectableError, Subject: subject,
+		out = append(out, detection.Finding{Reason: health.ReasonAMDGPUUncorrectableError, Subject: subject,
 			Message: fmt.Sprintf("GPU %s: uncorrectable RAS errors since the driver loaded: %s", subject, strings.Join(ue, ", "))})
 	}
 	next := ceReading{total: ce, at: now}
 	if !prev.at.IsZero() && now.After(prev.at) && ce > prev.total {
 		rate := float64(ce-prev.total) / now.Sub(prev.at).Hours()
 		if rate >= perHour {
-			out = append(out, monitor.Finding{Reason: health.ReasonAMDGPUCorrectableErrors, Subject: subject,
+			out = append(out, detection.Finding{Reason: health.ReasonAMDGPUCorrectableErrors, Subject: subject,
 				Message: fmt.Sprintf("GPU %s: correctable RAS errors growing at %.0f per hour (total %d)", subject, rate, ce)})
 		}
 	}

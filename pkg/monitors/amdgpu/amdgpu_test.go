@@ -7,9 +7,9 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/rules"
 )
@@ -49,7 +49,7 @@ func FuzzParseErrCount(f *testing.F) {
 }
 
 func TestRules(t *testing.T) {
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	matcher, err := rules.Compile(m.Rules())
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestRules(t *testing.T) {
 		{"amdgpu 0000:c1:00.0: amdgpu: GPU reset(2) succeeded!", "", "", ""},
 	}
 	for _, tc := range cases {
-		var got []monitor.Finding
+		var got []detection.Finding
 		line := monitortest.Kernel(tc.line, t0)
 		matcher.Match(line, func(mt logline.Match) { got = append(got, m.Interpret(mt)...) })
 		monitortest.NoForgeryMatches(t, Rules(), []logline.Line{line})
@@ -87,7 +87,7 @@ func TestRules(t *testing.T) {
 
 func TestChecks(t *testing.T) {
 	ctx := context.Background()
-	if New(monitor.Env{HostRoot: hostroot.New(t).Dir}, Options{}).Applies(ctx) {
+	if New(detection.Env{HostRoot: hostroot.New(t).Dir}, Options{}).Applies(ctx) {
 		t.Fatal("no amdgpu card: does not apply")
 	}
 	healthy := map[string][2]uint64{"umc": {0, 0}, "gfx": {0, 0}, "sdma": {0, 0}}
@@ -100,11 +100,11 @@ func TestChecks(t *testing.T) {
 	root.WriteFile("sys/class/drm/card0-DP-1/status", "disconnected\n")
 	now := t0
 	clock := fakeClock{&now}
-	m := New(monitor.Env{HostRoot: root.Dir, Clock: clock}, Options{Expect: accel.ExpectOptions{Count: 2}})
+	m := New(detection.Env{HostRoot: root.Dir, Clock: clock}, Options{Expect: accel.ExpectOptions{Count: 2}})
 	if !m.Applies(ctx) {
 		t.Fatal("amdgpu cards present")
 	}
-	run := func(name string) []monitor.Finding {
+	run := func(name string) []detection.Finding {
 		for _, c := range m.Checks() {
 			if c.Name == name {
 				fs, err := c.Run(ctx)

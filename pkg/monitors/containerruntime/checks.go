@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // The pure halves of the checks: no I/O, no clock; everything they need is an
@@ -36,7 +36,7 @@ type probeResult struct {
 // reports ContainerRuntimeUnresponsive once it reaches threshold. One success
 // resets it. The message stays the same while the failure lasts (unless the
 // error changes), so the condition is not rewritten on every check.
-func evalUnresponsive(prev responsiveness, p probeResult, threshold int, socket string) (responsiveness, []monitor.Finding) {
+func evalUnresponsive(prev responsiveness, p probeResult, threshold int, socket string) (responsiveness, []detection.Finding) {
 	if p.Err == nil {
 		return responsiveness{}, nil
 	}
@@ -48,7 +48,7 @@ func evalUnresponsive(prev responsiveness, p probeResult, threshold int, socket 
 	if next.Failures < threshold {
 		return next, nil
 	}
-	return next, []monitor.Finding{{
+	return next, []detection.Finding{{
 		Reason: health.ReasonContainerRuntimeUnresponsive,
 		Message: fmt.Sprintf("container runtime on %s has failed every CRI health check since %s (threshold %d consecutive checks): %v",
 			socket, next.Since.UTC().Format(time.RFC3339), threshold, p.Err),
@@ -157,8 +157,8 @@ func runtimeUsage(containers []*runtimeapi.Container, sandboxes []*runtimeapi.Po
 
 // evalStuck reports PodStuckTerminating for each overdue pod the runtime still
 // runs (a running container or a ready sandbox), one finding per pod.
-func evalStuck(now time.Time, threshold time.Duration, overdue []overduePod, use map[string]*podUsage) []monitor.Finding {
-	var out []monitor.Finding
+func evalStuck(now time.Time, threshold time.Duration, overdue []overduePod, use map[string]*podUsage) []detection.Finding {
+	var out []detection.Finding
 	for _, p := range overdue {
 		u := use[p.UID]
 		if u == nil || len(u.Containers) == 0 && !u.SandboxReady {
@@ -173,7 +173,7 @@ func evalStuck(now time.Time, threshold time.Duration, overdue []overduePod, use
 		default:
 			still = "a ready sandbox"
 		}
-		out = append(out, monitor.Finding{
+		out = append(out, detection.Finding{
 			Reason: health.ReasonPodStuckTerminating,
 			// The message names the deadline, not how overdue the pod is now, so
 			// it stays the same from check to check and the condition is not

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 var t0 = time.Date(2026, 6, 12, 8, 0, 0, 0, time.UTC)
@@ -66,7 +66,7 @@ func TestEvalUnresponsiveMessageStable(t *testing.T) {
 	st := responsiveness{}
 	var msgs []string
 	for i := range 5 {
-		var fs []monitor.Finding
+		var fs []detection.Finding
 		st, fs = evalUnresponsive(st, probeResult{At: t0.Add(time.Duration(i) * 30 * time.Second), Err: fail}, 3, "s")
 		for _, f := range fs {
 			msgs = append(msgs, f.Message)

@@ -1,39 +1,39 @@
 package containerruntime
 
-import "nodemend.dev/nodemend/pkg/monitor"
+import "nodemend.dev/nodemend/pkg/detection"
 
 // Config configures the container runtime monitor (ContainerRuntimeReady).
 type Config struct {
-	monitor.Switch `json:",inline"`
+	detection.Switch `json:",inline"`
 	// CRISocket is the runtime's CRI socket, under the host root. Empty means
 	// containerd's default socket, expected only once it has been seen (a node
 	// running another runtime is not faulty); a path set here is expected
 	// from the start.
 	CRISocket string `json:"criSocket,omitempty"`
 	// CRITimeout bounds each CRI call.
-	CRITimeout monitor.Duration `json:"criTimeout,omitempty"`
+	CRITimeout detection.Duration `json:"criTimeout,omitempty"`
 	// CheckInterval is the period of the CRI checks (the runtime answers,
 	// no pod stuck terminating). The unresponsive check's threshold counts
 	// checks, so detection takes threshold × this period.
-	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	CheckInterval detection.Duration `json:"checkInterval,omitempty"`
 	// DeprecationInterval is the period of the check of containerd's
 	// deprecation warnings: they change only with its config or version.
-	DeprecationInterval monitor.Duration `json:"deprecationInterval,omitempty"`
+	DeprecationInterval detection.Duration `json:"deprecationInterval,omitempty"`
 }
 
 // DefaultConfig is the section used when the file leaves keys out.
 func DefaultConfig() Config {
-	return Config{Switch: monitor.Enabled(), CRITimeout: monitor.Seconds(2), CheckInterval: monitor.Seconds(15),
-		DeprecationInterval: monitor.Seconds(600)}
+	return Config{Switch: detection.Enabled(), CRITimeout: detection.Seconds(2), CheckInterval: detection.Seconds(15),
+		DeprecationInterval: detection.Seconds(600)}
 }
 
 // Validate checks the section.
 func (c Config) Validate(path string) []error {
-	return monitor.Errors(
-		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
-		monitor.MinPeriod(path+".criTimeout", c.CRITimeout),
-		monitor.MinPeriod(path+".deprecationInterval", c.DeprecationInterval),
-		monitor.AbsolutePath(path+".criSocket", c.CRISocket),
+	return detection.Errors(
+		detection.MinPeriod(path+".checkInterval", c.CheckInterval),
+		detection.MinPeriod(path+".criTimeout", c.CRITimeout),
+		detection.MinPeriod(path+".deprecationInterval", c.DeprecationInterval),
+		detection.AbsolutePath(path+".criSocket", c.CRISocket),
 	)
 }
 

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- DeprecatedContainerdConfiguration --------------------------------------
@@ -59,7 +59,7 @@ func (c *criClient) deprecations(ctx context.Context) ([]deprecation, error) {
 	return out, err
 }
 
-func (m *Monitor) checkDeprecations(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) checkDeprecations(ctx context.Context) ([]detection.Finding, error) {
 	if present, _ := m.socketPresent(); !present {
 		return nil, nil // no runtime here: nothing deprecated to report
 	}
@@ -75,14 +75,14 @@ func (m *Monitor) checkDeprecations(ctx context.Context) ([]monitor.Finding, err
 
 // evalDeprecations reports each deprecated feature containerd saw within
 // the window, one finding per deprecation ID.
-func evalDeprecations(ds []deprecation, now time.Time) []monitor.Finding {
-	var fs []monitor.Finding
+func evalDeprecations(ds []deprecation, now time.Time) []detection.Finding {
+	var fs []detection.Finding
 	for _, d := range ds {
 		if d.Last.IsZero() || now.Sub(d.Last) > deprecationWindow || d.Last.After(now.Add(deprecationWindow)) {
 			continue
 		}
 		msg := strings.Join(strings.Fields(d.Message), " ")
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonDeprecatedContainerdConfiguration,
 			Message: fmt.Sprintf("containerd used a deprecated feature at %s: %s (%s); a later containerd release removes it",
 				d.Last.UTC().Format(time.RFC3339), msg, d.ID),

@@ -15,8 +15,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/internal/testsupport/fakecri"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // callTimeout is short to keep hanging-runtime tests fast, long enough for a
@@ -50,12 +50,12 @@ func newMonitor(t *testing.T, root string, clk *clocktesting.FakeClock, opts Opt
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = callTimeout
 	}
-	m := New(monitor.Env{HostRoot: root, Clock: clk, Threshold: registryThreshold(nil)}, opts)
+	m := New(detection.Env{HostRoot: root, Clock: clk, Threshold: registryThreshold(nil)}, opts)
 	t.Cleanup(func() { _ = m.Close() })
 	return m
 }
 
-func check(t *testing.T, m *Monitor, name string) monitor.Check {
+func check(t *testing.T, m *Monitor, name string) detection.Check {
 	t.Helper()
 	for _, c := range m.Checks() {
 		if c.Name == name {
@@ -63,10 +63,10 @@ func check(t *testing.T, m *Monitor, name string) monitor.Check {
 		}
 	}
 	t.Fatalf("no check %q", name)
-	return monitor.Check{}
+	return detection.Check{}
 }
 
-func run(t *testing.T, c monitor.Check) ([]monitor.Finding, error) {
+func run(t *testing.T, c detection.Check) ([]detection.Finding, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -76,7 +76,7 @@ func run(t *testing.T, c monitor.Check) ([]monitor.Finding, error) {
 func TestChecks(t *testing.T) {
 	// A zero option takes the config's default, the one place it is written.
 	def := DefaultConfig()
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	if got := m.Checks(); len(got) != 2 || got[0].Name != "cri-responsive" || got[0].Period != def.CheckInterval.Duration ||
 		!slices.Equal(got[0].Reasons, []string{health.ReasonContainerRuntimeUnresponsive}) ||
 		got[1].Name != "containerd-deprecations" || got[1].Period != def.DeprecationInterval.Duration ||
@@ -89,7 +89,7 @@ func TestChecks(t *testing.T) {
 	if _, ok := health.LookupMonitor(m.Name()); !ok {
 		t.Errorf("%q is not a registry monitor", m.Name())
 	}
-	m = New(monitor.Env{}, Options{Pods: func() ([]*pod, error) { return nil, nil }, StuckPodPeriod: time.Hour})
+	m = New(detection.Env{}, Options{Pods: func() ([]*pod, error) { return nil, nil }, StuckPodPeriod: time.Hour})
 	if got := m.Checks(); len(got) != 3 || got[2].Name != "pods-stuck-terminating" || got[2].Period != time.Hour ||
 		!slices.Equal(got[2].Reasons, []string{health.ReasonPodStuckTerminating}) {
 		t.Errorf("with a pod lister: %+v", got)
@@ -97,7 +97,7 @@ func TestChecks(t *testing.T) {
 	if m.cri.path != DefaultSocketPath || m.cri.timeout != def.CRITimeout.Duration {
 		t.Errorf("defaults: path %q timeout %v", m.cri.path, m.cri.timeout)
 	}
-	m = New(monitor.Env{HostRoot: "/host"}, Options{SocketPath: "unix:///run/crio/crio.sock"})
+	m = New(detection.Env{HostRoot: "/host"}, Options{SocketPath: "unix:///run/crio/crio.sock"})
 	if m.cri.path != "/host/run/crio/crio.sock" || !m.expected {
 		t.Errorf("configured socket: path %q expected %v", m.cri.path, m.expected)
 	}
@@ -159,7 +159,7 @@ func TestUnresponsiveErrorCodes(t *testing.T) {
 	root := hostRoot(t)
 	srv := startCRI(t, root, DefaultSocketPath)
 	clk := clocktesting.NewFakeClock(t0)
-	m := New(monitor.Env{HostRoot: root, Clock: clk, Threshold: registryThreshold(map[string]float64{
+	m := New(detection.Env{HostRoot: root, Clock: clk, Threshold: registryThreshold(map[string]float64{
 		health.ReasonContainerRuntimeUnresponsive: 2,
 	})}, Options{CallTimeout: callTimeout})
 	t.Cleanup(func() { _ = m.Close() })

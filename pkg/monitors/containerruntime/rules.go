@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // RuntimeUnits are the systemd units of the container runtimes whose failures
@@ -57,7 +57,7 @@ func unitFailureRules(reason string, units []string) []logline.Rule {
 	}}
 }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule {
 	rs := append(unitFailureRules(health.ReasonContainerRuntimeFailed, RuntimeUnits),
 		unitFailureRules(health.ReasonKubeletFailed, []string{KubeletUnit})...)
@@ -101,8 +101,8 @@ func (m *Monitor) Rules() []logline.Rule {
 	return rs
 }
 
-// Interpret implements monitor.Monitor. It is safe for concurrent use.
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
+// Interpret implements detection.Monitor. It is safe for concurrent use.
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
 	observed := match.Line.Time
 	if observed.IsZero() {
 		observed = m.clock.Now()
@@ -118,7 +118,7 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 		if err != nil || n < threshold {
 			return nil
 		}
-		return []monitor.Finding{{
+		return []detection.Finding{{
 			Reason:   match.Reason,
 			Message:  fmt.Sprintf("%s is restarting in a loop: systemd restart counter is at %d (threshold %d)", orUnknown(unit), n, threshold),
 			Observed: observed,
@@ -131,10 +131,10 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	if unit != "" && !strings.Contains(msg, unit) {
 		msg = unit + ": " + msg
 	}
-	return []monitor.Finding{{Reason: match.Reason, Message: msg, Observed: observed, Subject: unit}}
+	return []detection.Finding{{Reason: match.Reason, Message: msg, Observed: observed, Subject: unit}}
 }
 
-func (m *Monitor) interpretProbe(match logline.Match, observed time.Time) []monitor.Finding {
+func (m *Monitor) interpretProbe(match logline.Match, observed time.Time) []detection.Finding {
 	threshold := countThreshold(m.threshold(match.Reason))
 	now := m.clock.Now()
 	m.mu.Lock()
@@ -163,7 +163,7 @@ func (m *Monitor) interpretProbe(match logline.Match, observed time.Time) []moni
 			msg += " container " + c
 		}
 	}
-	return []monitor.Finding{{Reason: match.Reason, Message: msg, Observed: observed}}
+	return []detection.Finding{{Reason: match.Reason, Message: msg, Observed: observed}}
 }
 
 func orUnknown(s string) string {

@@ -9,9 +9,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -39,7 +39,7 @@ type ruleHarness struct {
 func newRuleHarness(t *testing.T, overrides map[string]float64) *ruleHarness {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
-	m := New(monitor.Env{HostRoot: t.TempDir(), Clock: clk, Threshold: registryThreshold(overrides)}, Options{})
+	m := New(detection.Env{HostRoot: t.TempDir(), Clock: clk, Threshold: registryThreshold(overrides)}, Options{})
 	t.Cleanup(func() { _ = m.Close() })
 	matcher, err := rules.Compile(m.Rules())
 	if err != nil {
@@ -50,17 +50,17 @@ func newRuleHarness(t *testing.T, overrides map[string]float64) *ruleHarness {
 
 // feed matches a journal line of a process of unit and interprets every
 // match.
-func (h *ruleHarness) feed(unit, text string) []monitor.Finding {
+func (h *ruleHarness) feed(unit, text string) []detection.Finding {
 	return h.feedLine(monitortest.Unit(unit, text, h.clock.Now().Add(-time.Second)))
 }
 
 // feedSystemd is feed for a line of systemd (PID 1) about unit.
-func (h *ruleHarness) feedSystemd(unit, text string) []monitor.Finding {
+func (h *ruleHarness) feedSystemd(unit, text string) []detection.Finding {
 	return h.feedLine(monitortest.Systemd(unit, text, h.clock.Now().Add(-time.Second)))
 }
 
-func (h *ruleHarness) feedLine(line logline.Line) []monitor.Finding {
-	var out []monitor.Finding
+func (h *ruleHarness) feedLine(line logline.Line) []detection.Finding {
+	var out []detection.Finding
 	h.matcher.Match(line, func(m logline.Match) { out = append(out, h.m.Interpret(m)...) })
 	return out
 }
@@ -144,7 +144,7 @@ func TestRulesOneShot(t *testing.T) {
 			if tt.want != "" {
 				positives = append(positives, line)
 			}
-			var fs []monitor.Finding
+			var fs []detection.Finding
 			h.matcher.Match(line, func(m logline.Match) { fs = append(fs, h.m.Interpret(m)...) })
 			if tt.want == "" {
 				if len(fs) != 0 {
@@ -206,7 +206,7 @@ func probeLine(typ, pod, container string) string {
 
 func TestProbeFailuresRateLimited(t *testing.T) {
 	h := newRuleHarness(t, nil)
-	count := func(reason string, fs []monitor.Finding) int {
+	count := func(reason string, fs []detection.Finding) int {
 		n := 0
 		for _, f := range fs {
 			if f.Reason == reason {

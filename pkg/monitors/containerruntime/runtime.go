@@ -29,8 +29,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Name is the registry name of the monitor.
@@ -76,12 +76,12 @@ type Options struct {
 
 // Monitor is the containerRuntime monitor. Build it with New.
 type Monitor struct {
-	env      monitor.Env
+	env      detection.Env
 	clock    clock.PassiveClock
 	opts     Options
 	hostPath string // socket path as configured, for messages
 	cri      *criClient
-	checks   []monitor.Check
+	checks   []detection.Check
 
 	mu         sync.Mutex
 	expected   bool // the runtime socket is expected to exist
@@ -89,11 +89,11 @@ type Monitor struct {
 	probes     map[string]*rateWindow // by reason
 }
 
-var _ monitor.Monitor = (*Monitor)(nil)
+var _ detection.Monitor = (*Monitor)(nil)
 
 // New builds the monitor. It does not connect to the runtime: that happens on
 // the first check.
-func New(env monitor.Env, opts Options) *Monitor {
+func New(env detection.Env, opts Options) *Monitor {
 	if env.Clock == nil {
 		env.Clock = clock.RealClock{}
 	}
@@ -102,7 +102,7 @@ func New(env monitor.Env, opts Options) *Monitor {
 		opts.SocketPath = DefaultSocketPath
 	}
 	opts.SocketPath = strings.TrimPrefix(opts.SocketPath, "unix://")
-	monitor.FillDefaults(&opts, DefaultConfig().Options("", nil))
+	detection.FillDefaults(&opts, DefaultConfig().Options("", nil))
 	m := &Monitor{
 		env:      env,
 		clock:    env.Clock,
@@ -112,7 +112,7 @@ func New(env monitor.Env, opts Options) *Monitor {
 		expected: configured,
 		probes:   map[string]*rateWindow{},
 	}
-	m.checks = []monitor.Check{{
+	m.checks = []detection.Check{{
 		Name:    "cri-responsive",
 		Period:  opts.ResponsivePeriod,
 		Reasons: []string{health.ReasonContainerRuntimeUnresponsive},
@@ -124,7 +124,7 @@ func New(env monitor.Env, opts Options) *Monitor {
 		Run:     m.checkDeprecations,
 	}}
 	if opts.Pods != nil {
-		m.checks = append(m.checks, monitor.Check{
+		m.checks = append(m.checks, detection.Check{
 			Name:    "pods-stuck-terminating",
 			Period:  opts.StuckPodPeriod,
 			Reasons: []string{health.ReasonPodStuckTerminating},
@@ -134,11 +134,11 @@ func New(env monitor.Env, opts Options) *Monitor {
 	return m
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check { return m.checks }
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check { return m.checks }
 
 // Close closes the CRI connection.
 func (m *Monitor) Close() error { return m.cri.close() }
@@ -159,7 +159,7 @@ func (m *Monitor) socketPresent() (present, expected bool) {
 	return present, m.expected
 }
 
-func (m *Monitor) checkResponsive(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) checkResponsive(ctx context.Context) ([]detection.Finding, error) {
 	present, expected := m.socketPresent()
 	if !present && !expected {
 		return nil, fmt.Errorf("%w: no CRI socket at %s (not watching until it appears)", errNotExpected, m.hostPath)
@@ -174,12 +174,12 @@ func (m *Monitor) checkResponsive(ctx context.Context) ([]monitor.Finding, error
 	threshold := countThreshold(m.threshold(health.ReasonContainerRuntimeUnresponsive))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.responsive, fs = evalUnresponsive(m.responsive, p, threshold, m.hostPath)
 	return fs, nil
 }
 
-func (m *Monitor) checkStuckPods(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) checkStuckPods(ctx context.Context) ([]detection.Finding, error) {
 	pods, err := m.opts.Pods()
 	if err != nil {
 		return nil, fmt.Errorf("listing this node's pods: %w", err)

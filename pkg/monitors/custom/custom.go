@@ -22,9 +22,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/internal/command"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Name is the monitor's name; it is no registry monitor.
@@ -55,13 +55,13 @@ type Options struct {
 	Clock  clock.PassiveClock
 }
 
-// Monitor implements monitor.Monitor for the operator's rules and checks.
+// Monitor implements detection.Monitor for the operator's rules and checks.
 type Monitor struct {
 	opts   Options
-	checks []monitor.Check
+	checks []detection.Check
 }
 
-var _ monitor.Monitor = (*Monitor)(nil)
+var _ detection.Monitor = (*Monitor)(nil)
 
 // New builds the monitor.
 func New(opts Options) *Monitor {
@@ -70,27 +70,27 @@ func New(opts Options) *Monitor {
 	}
 	m := &Monitor{opts: opts}
 	for _, c := range opts.Checks {
-		m.checks = append(m.checks, monitor.Check{
+		m.checks = append(m.checks, detection.Check{
 			Name: "custom/" + c.Reason, Period: c.Period, Reasons: []string{c.Reason},
-			Run: func(ctx context.Context) ([]monitor.Finding, error) { return m.run(ctx, c) },
+			Run: func(ctx context.Context) ([]detection.Finding, error) { return m.run(ctx, c) },
 		})
 	}
 	return m
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule { return m.opts.Rules }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check { return m.checks }
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check { return m.checks }
 
-// Interpret implements monitor.Monitor: one finding per match, about the
+// Interpret implements detection.Monitor: one finding per match, about the
 // line's unit or file (so that two units' faults are two faults).
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
-	return []monitor.Finding{{Reason: match.Reason, Message: match.Message, Observed: match.Line.Time, Subject: match.Line.Unit}}
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
+	return []detection.Finding{{Reason: match.Reason, Message: match.Message, Observed: match.Line.Time, Subject: match.Line.Unit}}
 }
 
 // ErrUnknown wraps the result of a check that neither passed nor found a
@@ -98,7 +98,7 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 var ErrUnknown = errors.New("custom check result unknown")
 
 // run runs one check.
-func (m *Monitor) run(ctx context.Context, c Check) ([]monitor.Finding, error) {
+func (m *Monitor) run(ctx context.Context, c Check) ([]detection.Finding, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	out := &limited{max: MaxOutputBytes}
@@ -110,7 +110,7 @@ func (m *Monitor) run(ctx context.Context, c Check) ([]monitor.Finding, error) {
 	case code == 0:
 		return nil, nil
 	case code == 1:
-		return []monitor.Finding{{Reason: c.Reason, Message: m.message(c, out.Bytes()), Observed: m.opts.Clock.Now()}}, nil
+		return []detection.Finding{{Reason: c.Reason, Message: m.message(c, out.Bytes()), Observed: m.opts.Clock.Now()}}, nil
 	case code > 1:
 		return nil, fmt.Errorf("%w: %s exited %d: %s", ErrUnknown, c.Command[0], code, m.firstLine(out.Bytes()))
 	}

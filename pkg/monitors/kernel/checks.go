@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/textcut"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 func (m *Monitor) procDir() string { return filepath.Join(m.env.HostRoot, "proc") }
@@ -36,7 +36,7 @@ type pidUsage struct {
 	ThreadsMax uint64
 }
 
-func (m *Monitor) runPIDMax(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runPIDMax(context.Context) ([]detection.Finding, error) {
 	const reason = health.ReasonApproachingKernelPidMax
 	thr, err := percentThreshold(reason, m.threshold(reason))
 	if err != nil {
@@ -84,7 +84,7 @@ func parseLoadavgTasks(data []byte) (uint64, error) {
 
 // evalPIDMax reports ApproachingKernelPidMax when the tasks use at least
 // threshold percent of the lower of kernel.pid_max and kernel.threads-max.
-func evalPIDMax(u pidUsage, threshold float64, now time.Time) ([]monitor.Finding, error) {
+func evalPIDMax(u pidUsage, threshold float64, now time.Time) ([]detection.Finding, error) {
 	if u.PIDMax == 0 || u.ThreadsMax == 0 {
 		return nil, fmt.Errorf("invalid task limits: kernel.pid_max %d, kernel.threads-max %d", u.PIDMax, u.ThreadsMax)
 	}
@@ -96,7 +96,7 @@ func evalPIDMax(u pidUsage, threshold float64, now time.Time) ([]monitor.Finding
 		return nil, nil
 	}
 	pct := percent(u.Tasks, limit)
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason: health.ReasonApproachingKernelPidMax,
 		Message: fmt.Sprintf("%d tasks (processes and threads) use %.1f%% of %s %d (kernel.pid_max %d, kernel.threads-max %d); threshold %g%%",
 			u.Tasks, pct, name, limit, u.PIDMax, u.ThreadsMax, threshold),
@@ -112,7 +112,7 @@ type fileHandles struct {
 	Allocated, Free, Max uint64
 }
 
-func (m *Monitor) runOpenFiles(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runOpenFiles(context.Context) ([]detection.Finding, error) {
 	const reason = health.ReasonApproachingMaxOpenFiles
 	thr, err := percentThreshold(reason, m.threshold(reason))
 	if err != nil {
@@ -151,7 +151,7 @@ func parseFileNr(fields []string) (fileHandles, error) {
 
 // evalOpenFiles reports ApproachingMaxOpenFiles when the handles in use
 // (allocated - free) reach threshold percent of the maximum.
-func evalOpenFiles(h fileHandles, threshold float64, now time.Time) ([]monitor.Finding, error) {
+func evalOpenFiles(h fileHandles, threshold float64, now time.Time) ([]detection.Finding, error) {
 	if h.Max == 0 {
 		return nil, errors.New("invalid file-nr: maximum is 0")
 	}
@@ -163,7 +163,7 @@ func evalOpenFiles(h fileHandles, threshold float64, now time.Time) ([]monitor.F
 		return nil, nil
 	}
 	pct := percent(used, h.Max)
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason: health.ReasonApproachingMaxOpenFiles,
 		Message: fmt.Sprintf("%d file handles in use, %.1f%% of fs.file-max %d; threshold %g%%",
 			used, pct, h.Max, threshold),
@@ -182,7 +182,7 @@ type processScan struct {
 	ZombieParents map[int]int
 }
 
-func (m *Monitor) runZombies(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runZombies(context.Context) ([]detection.Finding, error) {
 	const reason = health.ReasonExcessiveZombieProcesses
 	thr := m.threshold(reason)
 	if math.IsNaN(thr) || thr < 1 {
@@ -308,7 +308,7 @@ func isStateLetter(c byte) bool { return c >= 'A' && c <= 'Z' || c >= 'a' && c <
 
 // evalZombies reports ExcessiveZombieProcesses when at least threshold
 // processes are zombies, naming the parent that holds the most of them.
-func evalZombies(s processScan, threshold float64, now time.Time) []monitor.Finding {
+func evalZombies(s processScan, threshold float64, now time.Time) []detection.Finding {
 	if float64(s.Zombies) < threshold {
 		return nil
 	}
@@ -322,7 +322,7 @@ func evalZombies(s processScan, threshold float64, now time.Time) []monitor.Find
 	if topN > 0 {
 		msg += fmt.Sprintf("; %d of them are children of PID %d, which does not reap them", topN, top)
 	}
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason:   health.ReasonExcessiveZombieProcesses,
 		Message:  msg,
 		Observed: now,

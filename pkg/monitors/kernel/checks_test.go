@@ -13,8 +13,8 @@ import (
 
 	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // fixedTimex is a TimexReader returning a fixture.
@@ -32,7 +32,7 @@ var syncedTimex = Timex{Status: 0x2001, MaxErrorMicros: 4500, EstErrorMicros: 12
 // newHostMonitor builds the monitor over a fake host root with a fake clock,
 // and thresholds overridden by thr when it has the reason.
 func newHostMonitor(root *hostroot.Root, thr map[string]float64, tx TimexReader) *Monitor {
-	env := monitor.Env{
+	env := detection.Env{
 		HostRoot: root.Dir,
 		Clock:    clocktesting.NewFakePassiveClock(t0),
 		Threshold: func(reason string) float64 {
@@ -49,7 +49,7 @@ func newHostMonitor(root *hostroot.Root, thr map[string]float64, tx TimexReader)
 	return New(env, Options{Timex: tx})
 }
 
-func runCheck(t *testing.T, m *Monitor, name string) ([]monitor.Finding, error) {
+func runCheck(t *testing.T, m *Monitor, name string) ([]detection.Finding, error) {
 	t.Helper()
 	for _, c := range m.Checks() {
 		if c.Name == name {
@@ -63,7 +63,7 @@ func runCheck(t *testing.T, m *Monitor, name string) ([]monitor.Finding, error) 
 func TestChecksDeclared(t *testing.T) {
 	// With a metadata service (on a cloud); without one the cloud check is
 	// left out (TestNoCloudNoCloudCheck).
-	m := New(monitor.Env{}, Options{CloudEvents: func(context.Context) ([]cloudmeta.Event, error) { return nil, nil }})
+	m := New(detection.Env{}, Options{CloudEvents: func(context.Context) ([]cloudmeta.Event, error) { return nil, nil }})
 	var reasons []string
 	for _, c := range m.Checks() {
 		if c.Period <= 0 || c.Run == nil || c.Name == "" {
@@ -83,7 +83,7 @@ func TestChecksDeclared(t *testing.T) {
 		t.Fatalf("checks cover %v, registry has %v", reasons, want)
 	}
 
-	m = New(monitor.Env{}, Options{LimitsPeriod: 5e9, ZombiePeriod: 7e9, ClockPeriod: 11e9, EnvironPeriod: 13e9})
+	m = New(detection.Env{}, Options{LimitsPeriod: 5e9, ZombiePeriod: 7e9, ClockPeriod: 11e9, EnvironPeriod: 13e9})
 	var periods []string
 	for _, c := range m.Checks() {
 		periods = append(periods, c.Name+"="+c.Period.String())
@@ -108,7 +108,7 @@ func TestHealthyNode(t *testing.T) {
 func TestDefaultThresholds(t *testing.T) {
 	root := hostroot.New(t).WithProc()
 	root.WriteFile("proc/loadavg", "3.10 2.90 2.70 12/720617 998877\n") // 70.0% of threads-max
-	m := New(monitor.Env{HostRoot: root.Dir}, Options{Timex: fixedTimex{tx: syncedTimex}})
+	m := New(detection.Env{HostRoot: root.Dir}, Options{Timex: fixedTimex{tx: syncedTimex}})
 	got, err := runCheck(t, m, "kernel-pid-max")
 	if err != nil || len(got) != 1 {
 		t.Fatalf("got %v, %v; want one finding at the default 70%%", got, err)
@@ -354,7 +354,7 @@ func TestSystemTimex(t *testing.T) {
 	t.Logf("this machine: %+v, findings %v", tx, evalClock(tx, t0))
 }
 
-func checkResult(t *testing.T, got []monitor.Finding, err error, reason, want string, wantErr bool) {
+func checkResult(t *testing.T, got []detection.Finding, err error, reason, want string, wantErr bool) {
 	t.Helper()
 	switch {
 	case wantErr:
@@ -535,7 +535,7 @@ func FuzzParseFileNr(f *testing.F) {
 }
 
 func TestNoCloudNoCloudCheck(t *testing.T) {
-	for _, c := range New(monitor.Env{}, Options{}).Checks() {
+	for _, c := range New(detection.Env{}, Options{}).Checks() {
 		if c.Name == "kernel-cloud-events" {
 			t.Fatal("a cloud check without a metadata service")
 		}

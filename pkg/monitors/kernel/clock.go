@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Kernel NTP constants.
@@ -40,7 +40,7 @@ type TimexReader interface {
 	ReadTimex() (Timex, error)
 }
 
-func (m *Monitor) runClock(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runClock(context.Context) ([]detection.Finding, error) {
 	tx, err := m.opts.Timex.ReadTimex()
 	if err != nil {
 		return nil, fmt.Errorf("adjtimex: %w", err)
@@ -51,7 +51,7 @@ func (m *Monitor) runClock(context.Context) ([]monitor.Finding, error) {
 // evalClock reports ClockUnsynchronized when the kernel flags the clock as
 // unsynchronized (STA_UNSYNC) or its maximum error reached the kernel's own
 // unsynchronized bound (NTP_PHASE_LIMIT, 16 s).
-func evalClock(tx Timex, now time.Time) []monitor.Finding {
+func evalClock(tx Timex, now time.Time) []detection.Finding {
 	unsync := tx.Status&staUnsync != 0
 	tooFar := tx.MaxErrorMicros >= ntpPhaseLimitMicros
 	if !unsync && !tooFar {
@@ -66,7 +66,7 @@ func evalClock(tx Timex, now time.Time) []monitor.Finding {
 	default:
 		why = "its maximum error reached the kernel's 16s unsynchronized bound"
 	}
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason: health.ReasonClockUnsynchronized,
 		Message: fmt.Sprintf("system clock not synchronized: %s (maxerror %s, esterror %s, status 0x%04x)",
 			why, micros(tx.MaxErrorMicros), micros(tx.EstErrorMicros), tx.Status),

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/cloudmeta"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // runCloudEvents reads the events the cloud scheduled for the instance. A
 // node on no cloud that answers has none: that is not an input error.
-func (m *Monitor) runCloudEvents(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runCloudEvents(ctx context.Context) ([]detection.Finding, error) {
 	evs, err := m.opts.CloudEvents(ctx)
 	if errors.Is(err, cloudmeta.ErrNoCloud) {
 		return nil, nil
@@ -29,8 +29,8 @@ func (m *Monitor) runCloudEvents(ctx context.Context) ([]monitor.Finding, error)
 // or maintenance window
 // (one per event, so two events are two Events), SpotInterruption for a
 // spot instance being reclaimed.
-func CloudEventFindings(evs []cloudmeta.Event, now time.Time) []monitor.Finding {
-	var out []monitor.Finding
+func CloudEventFindings(evs []cloudmeta.Event, now time.Time) []detection.Finding {
+	var out []detection.Finding
 	for _, ev := range evs {
 		switch ev.Kind {
 		case cloudmeta.Maintenance:
@@ -45,9 +45,9 @@ func CloudEventFindings(evs []cloudmeta.Event, now time.Time) []monitor.Finding 
 			if ev.Description != "" {
 				msg += ": " + ev.Description
 			}
-			out = append(out, monitor.Finding{Reason: health.ReasonScheduledMaintenance, Message: msg, Observed: now, Subject: subject})
+			out = append(out, detection.Finding{Reason: health.ReasonScheduledMaintenance, Message: msg, Observed: now, Subject: subject})
 		case cloudmeta.Interruption:
-			out = append(out, monitor.Finding{Reason: health.ReasonSpotInterruption, Observed: now, Subject: "spot",
+			out = append(out, detection.Finding{Reason: health.ReasonSpotInterruption, Observed: now, Subject: "spot",
 				Message: fmt.Sprintf("the spot instance will be %s at %s", past(ev.Code), stamp(ev.NotBefore, now))})
 		}
 	}

@@ -5,9 +5,9 @@ import (
 	"math"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- RapidCron ---------------------------------------------------------------
@@ -29,7 +29,7 @@ type cronJob struct{ user, command string }
 // minute, cron's resolution, so that a job every five minutes whose log
 // lines are a few milliseconds less than five minutes apart is not "faster
 // than every five minutes".
-func (c *cronRuns) started(match logline.Match, thresholdSeconds float64) []monitor.Finding {
+func (c *cronRuns) started(match logline.Match, thresholdSeconds float64) []detection.Finding {
 	job := cronJob{user: match.Groups["user"], command: match.Groups["cmd"]}
 	at := match.Line.Time
 	if c.last == nil {
@@ -52,7 +52,7 @@ func (c *cronRuns) started(match logline.Match, thresholdSeconds float64) []moni
 	if interval >= limit {
 		return nil
 	}
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason: health.ReasonRapidCron,
 		Message: fmt.Sprintf("cron job of %s runs every %v, more often than every %v: %s",
 			job.user, interval, limit, job.command),

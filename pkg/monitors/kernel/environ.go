@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- LargeEnvironment --------------------------------------------------------
@@ -44,7 +44,7 @@ type largeEnv struct {
 // bound is counted with what was read, which is far above any threshold.
 const maxEnvironRead = 8 << 20
 
-func (m *Monitor) runEnviron(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runEnviron(context.Context) ([]detection.Finding, error) {
 	const reason = health.ReasonLargeEnvironment
 	thr := m.threshold(reason)
 	if math.IsNaN(thr) || thr < 1 {
@@ -174,7 +174,7 @@ func readComm(dfd int, pid string) string {
 // threshold environment variables, naming the largest and how many others.
 // One finding for the node: the cause (a namespace full of Services with
 // service links on) usually shows in many processes at once.
-func evalEnviron(s environScan, threshold float64, now time.Time) []monitor.Finding {
+func evalEnviron(s environScan, threshold float64, now time.Time) []detection.Finding {
 	if len(s.Large) == 0 {
 		return nil
 	}
@@ -193,5 +193,5 @@ func evalEnviron(s environScan, threshold float64, now time.Time) []monitor.Find
 		msg += fmt.Sprintf(", and %d more processes have more than the threshold", n)
 	}
 	msg += "; for pods, check the namespace's Service count and set enableServiceLinks: false"
-	return []monitor.Finding{{Reason: health.ReasonLargeEnvironment, Message: msg, Observed: now}}
+	return []detection.Finding{{Reason: health.ReasonLargeEnvironment, Message: msg, Observed: now}}
 }

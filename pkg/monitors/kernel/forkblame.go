@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // A host daemon that cannot fork (ForkFailedOutOfPIDs from the journal)
@@ -75,7 +75,7 @@ func (h taskHolders) podsHoldMost() bool { return h.Total > 0 && h.Pods > h.Tota
 // blameForkFailure turns a journal fork failure into PodsExhaustedPIDs when
 // the pods hold most of the node's tasks. f is the ForkFailedOutOfPIDs
 // finding made of the line.
-func blameForkFailure(f monitor.Finding, h taskHolders, known bool) monitor.Finding {
+func blameForkFailure(f detection.Finding, h taskHolders, known bool) detection.Finding {
 	if !known || !h.podsHoldMost() {
 		return f
 	}

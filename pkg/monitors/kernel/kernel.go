@@ -12,9 +12,9 @@ import (
 
 	"nodemend.dev/nodemend/internal/cloudmeta"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Name is the registry monitor name.
@@ -42,37 +42,37 @@ type Options struct {
 	CloudEventsPeriod time.Duration
 }
 
-// Monitor implements monitor.Monitor for KernelReady.
+// Monitor implements detection.Monitor for KernelReady.
 type Monitor struct {
-	env  monitor.Env
+	env  detection.Env
 	opts Options
 	// cron remembers when each cron job last started (RapidCron).
 	cron cronRuns
 }
 
-var _ monitor.Monitor = (*Monitor)(nil)
+var _ detection.Monitor = (*Monitor)(nil)
 
 // New builds the kernel monitor. env.HostRoot "" means "/".
-func New(env monitor.Env, opts Options) *Monitor {
+func New(env detection.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
-	monitor.FillDefaults(&opts, DefaultConfig().Options())
+	detection.FillDefaults(&opts, DefaultConfig().Options())
 	if opts.Timex == nil {
 		opts.Timex = SystemTimex{}
 	}
 	return &Monitor{env: env, opts: opts}
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
-// Interpret implements monitor.Monitor: every kernel rule maps one to one to
+// Interpret implements detection.Monitor: every kernel rule maps one to one to
 // a finding, except cron's job starts, which are findings only when a job
 // starts again too soon (RapidCron). Journal matches name their unit in the
 // message.
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
 	if match.Reason == health.ReasonRapidCron {
 		return m.cron.started(match, m.env.Threshold(health.ReasonRapidCron))
 	}
@@ -80,7 +80,7 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 	if u := match.Line.Unit; match.Line.Source != logline.Kmsg && u != "" && !strings.HasPrefix(msg, u+": ") {
 		msg = u + ": " + msg
 	}
-	f := monitor.Finding{
+	f := detection.Finding{
 		Reason:   match.Reason,
 		Message:  msg,
 		Observed: match.Line.Time,
@@ -92,7 +92,7 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 		h, ok := m.readTaskHolders()
 		f = blameForkFailure(f, h, ok)
 	}
-	return []monitor.Finding{f}
+	return []detection.Finding{f}
 }
 
 // subject picks what a log finding is about, so that events about different
@@ -113,9 +113,9 @@ func subject(match logline.Match) string {
 	return ""
 }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check {
-	checks := []monitor.Check{
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check {
+	checks := []detection.Check{
 		{
 			Name:    "kernel-pid-max",
 			Period:  m.opts.LimitsPeriod,
@@ -148,7 +148,7 @@ func (m *Monitor) Checks() []monitor.Check {
 		},
 	}
 	if m.opts.CloudEvents != nil {
-		checks = append(checks, monitor.Check{
+		checks = append(checks, detection.Check{
 			Name:    "kernel-cloud-events",
 			Period:  m.opts.CloudEventsPeriod,
 			Reasons: []string{health.ReasonScheduledMaintenance, health.ReasonSpotInterruption},

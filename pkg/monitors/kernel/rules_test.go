@@ -8,9 +8,9 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -27,11 +27,11 @@ type ruleCase struct {
 	name string
 	line logline.Line
 	// want is the expected findings; nil means the line must match nothing.
-	want []monitor.Finding
+	want []detection.Finding
 }
 
-func finding(reason, subject, message string) []monitor.Finding {
-	return []monitor.Finding{{Reason: reason, Subject: subject, Message: message, Observed: t0}}
+func finding(reason, subject, message string) []detection.Finding {
+	return []detection.Finding{{Reason: reason, Subject: subject, Message: message, Observed: t0}}
 }
 
 var ruleCases = []ruleCase{
@@ -297,11 +297,11 @@ var ruleCases = []ruleCase{
 }
 
 func newTestMonitor(t testing.TB) *Monitor {
-	return New(monitor.Env{HostRoot: t.TempDir()}, Options{Timex: fixedTimex{}})
+	return New(detection.Env{HostRoot: t.TempDir()}, Options{Timex: fixedTimex{}})
 }
 
-func interpretAll(m *Monitor, mt *rules.Matcher, line logline.Line) []monitor.Finding {
-	var got []monitor.Finding
+func interpretAll(m *Monitor, mt *rules.Matcher, line logline.Line) []detection.Finding {
+	var got []detection.Finding
 	mt.Match(line, func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 	return got
 }
@@ -476,7 +476,7 @@ func TestForkFailureWhilePodsHoldTheTasksIsTheWorkloads(t *testing.T) {
 			if tc.pidsFile != "" {
 				root.WriteFile(tc.pidsFile, tc.pods)
 			}
-			m := New(monitor.Env{HostRoot: root.Path("")}, Options{Timex: fixedTimex{}})
+			m := New(detection.Env{HostRoot: root.Path("")}, Options{Timex: fixedTimex{}})
 			mt, err := rules.Compile(m.Rules())
 			if err != nil {
 				t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // allowance is one ENA "allowance exceeded" counter: packets queued or
@@ -75,7 +75,7 @@ func (EthtoolStats) Open() (StatsReader, error) {
 // counterKey identifies one counter of one interface.
 type counterKey struct{ Iface, Stat string }
 
-func (m *Monitor) runAllowances(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runAllowances(ctx context.Context) ([]detection.Finding, error) {
 	if m.excludeErr != nil {
 		return nil, m.excludeErr
 	}
@@ -92,7 +92,7 @@ func (m *Monitor) runAllowances(ctx context.Context) ([]monitor.Finding, error) 
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.counters, fs = evalAllowances(m.counters, cur, thr, now)
 	return fs, nil
 }
@@ -142,7 +142,7 @@ func noStats(err error) bool {
 // large totals that say nothing about now). A counter that went down (driver
 // reset or reload) starts a new baseline. The returned map is the next
 // previous reading: counters of vanished interfaces are dropped.
-func evalAllowances(prev, cur map[counterKey]uint64, thr map[string]float64, now time.Time) (map[counterKey]uint64, []monitor.Finding) {
+func evalAllowances(prev, cur map[counterKey]uint64, thr map[string]float64, now time.Time) (map[counterKey]uint64, []detection.Finding) {
 	byStat := map[string]allowance{}
 	for _, a := range allowances() {
 		byStat[a.Stat] = a
@@ -154,7 +154,7 @@ func evalAllowances(prev, cur map[counterKey]uint64, thr map[string]float64, now
 	slices.SortFunc(keys, func(a, b counterKey) int {
 		return cmp.Or(strings.Compare(a.Iface, b.Iface), strings.Compare(a.Stat, b.Stat))
 	})
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	for _, k := range keys {
 		v := cur[k]
 		old, ok := prev[k]
@@ -170,7 +170,7 @@ func evalAllowances(prev, cur map[counterKey]uint64, thr map[string]float64, now
 		if float64(delta) < limit {
 			continue
 		}
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: a.Reason,
 			Message: fmt.Sprintf("%s on %s increased by %d since the last check (%d → %d): packets were queued or dropped because %s",
 				k.Stat, k.Iface, delta, old, v, a.What),

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // BenchmarkCheckRound is the CPU of one round of every networking check on
@@ -16,7 +16,7 @@ import (
 // dumps, ethtool ioctls on each interface, /proc reads, a /proc scan for CNI
 // agents (none installed here), a refused kube-proxy probe and one DNS query.
 func BenchmarkCheckRound(b *testing.B) {
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	checks := m.Checks()
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -34,7 +34,7 @@ func BenchmarkCheckRound(b *testing.B) {
 // BenchmarkCheckRoundNoDNS leaves out the DNS query, whose cost is mostly
 // the resolver's round trip, not this process's CPU.
 func BenchmarkCheckRoundNoDNS(b *testing.B) {
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	ctx := context.Background()
 	b.ReportAllocs()
 	cpu0 := cpuTime()

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/source/tail"
 )
 
@@ -96,7 +96,7 @@ type cniReader struct {
 	log   ipamdLog
 }
 
-func (m *Monitor) runCNI(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runCNI(ctx context.Context) ([]detection.Finding, error) {
 	obs, err := gather(ctx, m, &m.cniGuard, "CNI agent detection", func() ([]cniObservation, error) {
 		return m.readCNI(ctx)
 	})
@@ -107,7 +107,7 @@ func (m *Monitor) runCNI(ctx context.Context) ([]monitor.Finding, error) {
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.cni.eval, fs = evalCNI(m.cni.eval, obs, thr, now)
 	return append(fs, evalIPAMDEvents(obs, m.countThreshold(health.ReasonIPAMDRepeatedlyRestart), now)...), nil
 }
@@ -116,14 +116,14 @@ func (m *Monitor) runCNI(ctx context.Context) ([]monitor.Finding, error) {
 // check: IPAMDNoIPs when IPAMD had no address to give, and
 // IPAMDRepeatedlyRestart while it started at least restarts times within
 // the last hour.
-func evalIPAMDEvents(obs []cniObservation, restarts int, now time.Time) []monitor.Finding {
-	var fs []monitor.Finding
+func evalIPAMDEvents(obs []cniObservation, restarts int, now time.Time) []detection.Finding {
+	var fs []detection.Finding
 	for _, o := range obs {
 		if o.Spec.Readiness != readinessIPAMDLog {
 			continue
 		}
 		if o.IPAMDNoIPs != "" {
-			fs = append(fs, monitor.Finding{
+			fs = append(fs, detection.Finding{
 				Reason:   health.ReasonIPAMDNoIPs,
 				Message:  "IPAMD has no IP address for new pods, which stay in ContainerCreating: ipamd.log: " + oneLine([]byte(o.IPAMDNoIPs)),
 				Observed: now,
@@ -137,7 +137,7 @@ func evalIPAMDEvents(obs []cniObservation, restarts int, now time.Time) []monito
 			}
 		}
 		if recent >= restarts {
-			fs = append(fs, monitor.Finding{
+			fs = append(fs, detection.Finding{
 				Reason:   health.ReasonIPAMDRepeatedlyRestart,
 				Message:  fmt.Sprintf("IPAMD started %d times within the last hour (threshold %d): pod networking on the node flaps with it", recent, restarts),
 				Observed: now,
@@ -327,9 +327,9 @@ type cniEval struct {
 // threshold. A CNI that is not installed is not a fault and is forgotten.
 // Messages name when the fault began, not how long it lasts, so that a
 // standing fault does not rewrite the condition on every check.
-func evalCNI(prev cniEval, obs []cniObservation, thr func(string) time.Duration, now time.Time) (cniEval, []monitor.Finding) {
+func evalCNI(prev cniEval, obs []cniObservation, thr func(string) time.Duration, now time.Time) (cniEval, []detection.Finding) {
 	next := cniEval{missingSince: map[string]time.Time{}, notReadySince: map[string]time.Time{}}
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	for _, o := range obs {
 		name := o.Spec.Name
 		if o.PID == 0 {
@@ -339,7 +339,7 @@ func evalCNI(prev cniEval, obs []cniObservation, thr func(string) time.Duration,
 			}
 			next.missingSince[name] = since
 			if d := now.Sub(since); d >= thr(o.Spec.NotRunning) {
-				fs = append(fs, monitor.Finding{
+				fs = append(fs, detection.Finding{
 					Reason: o.Spec.NotRunning,
 					Message: fmt.Sprintf("%s is installed (/etc/cni/net.d/%s) but its agent %s has not been running since %s: pods on this node get no network",
 						name, o.Config, o.Spec.Agent, since.UTC().Format(time.RFC3339)),
@@ -361,7 +361,7 @@ func evalCNI(prev cniEval, obs []cniObservation, thr func(string) time.Duration,
 		}
 		next.notReadySince[name] = since
 		if d := now.Sub(since); d >= thr(o.Spec.NotReady) {
-			fs = append(fs, monitor.Finding{
+			fs = append(fs, detection.Finding{
 				Reason: o.Spec.NotReady,
 				Message: fmt.Sprintf("%s agent %s has not been ready since %s: %s",
 					name, o.Spec.Agent, since.UTC().Format(time.RFC3339), o.Detail),

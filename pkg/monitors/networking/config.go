@@ -6,22 +6,22 @@ import (
 	"slices"
 	"strings"
 
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // Config configures the networking monitor (NetworkingReady).
 type Config struct {
-	monitor.Switch `json:",inline"`
+	detection.Switch `json:",inline"`
 	// CheckInterval is the period of every networking check but the slow
 	// ones.
-	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	CheckInterval detection.Duration `json:"checkInterval,omitempty"`
 	// SlowCheckInterval is the period of the checks that read a lot (the
 	// whole iptables ruleset, every interface's udev record) for faults that
 	// come with configuration changes; never shorter than checkInterval.
-	SlowCheckInterval monitor.Duration `json:"slowCheckInterval,omitempty"`
+	SlowCheckInterval detection.Duration `json:"slowCheckInterval,omitempty"`
 	// ProbeTimeout bounds the input of one check (netlink, ethtool, /proc)
 	// and each network probe (DNS, health endpoints).
-	ProbeTimeout monitor.Duration `json:"probeTimeout,omitempty"`
+	ProbeTimeout detection.Duration `json:"probeTimeout,omitempty"`
 	// ExcludeInterfaces is an RE2 pattern of interface names that
 	// InterfaceNotUp/InterfaceNotRunning do not watch; empty means the
 	// built-in list (veth*, cali*, lxc*, docker*, ...).
@@ -55,19 +55,19 @@ type Config struct {
 // without depending on a zone the cluster may not have; kube-proxy's health
 // address is its --healthz-bind-address default.
 func DefaultConfig() Config {
-	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Seconds(30), SlowCheckInterval: monitor.Seconds(300),
-		ProbeTimeout: monitor.Seconds(5), DNSQueryName: ".", KubeProxyHealthz: "127.0.0.1:10256",
+	return Config{Switch: detection.Enabled(), CheckInterval: detection.Seconds(30), SlowCheckInterval: detection.Seconds(300),
+		ProbeTimeout: detection.Seconds(5), DNSQueryName: ".", KubeProxyHealthz: "127.0.0.1:10256",
 		ExcludeLinkTypes: slices.Clone(DefaultExcludeLinkTypes)}
 }
 
 // Validate checks the section.
 func (c Config) Validate(path string) []error {
-	errs := monitor.Errors(
-		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
-		monitor.MinPeriod(path+".slowCheckInterval", c.SlowCheckInterval),
-		monitor.MinPeriod(path+".probeTimeout", c.ProbeTimeout),
-		monitor.NotLonger(path+".probeTimeout", c.ProbeTimeout, c.CheckInterval),
-		monitor.AbsolutePath(path+".netns", c.NetNS),
+	errs := detection.Errors(
+		detection.MinPeriod(path+".checkInterval", c.CheckInterval),
+		detection.MinPeriod(path+".slowCheckInterval", c.SlowCheckInterval),
+		detection.MinPeriod(path+".probeTimeout", c.ProbeTimeout),
+		detection.NotLonger(path+".probeTimeout", c.ProbeTimeout, c.CheckInterval),
+		detection.AbsolutePath(path+".netns", c.NetNS),
 	)
 	if c.ExcludeInterfaces != "" {
 		if _, err := regexp.Compile(c.ExcludeInterfaces); err != nil {
@@ -79,7 +79,7 @@ func (c Config) Validate(path string) []error {
 			errs = append(errs, fmt.Errorf("%s.excludeLinkTypes[%d]: %q is not a link kind or hardware type as ip link prints them (e.g. gre, infiniband)", path, i, lt))
 		}
 	}
-	if c.DNSServer != "" && !monitor.HostPort(c.DNSServer, false) {
+	if c.DNSServer != "" && !detection.HostPort(c.DNSServer, false) {
 		errs = append(errs, fmt.Errorf("%s.dnsServer: %q is not host or host:port", path, c.DNSServer))
 	}
 	for i, ch := range c.AllowedIPTablesChains {
@@ -88,7 +88,7 @@ func (c Config) Validate(path string) []error {
 			errs = append(errs, fmt.Errorf("%s.allowedIPTablesChains[%d]: %q is not table/chain (e.g. filter/MY-FIREWALL)", path, i, ch))
 		}
 	}
-	if !monitor.HostPort(c.KubeProxyHealthz, true) {
+	if !detection.HostPort(c.KubeProxyHealthz, true) {
 		errs = append(errs, fmt.Errorf("%s.kubeProxyHealthz: %q is not host:port", path, c.KubeProxyHealthz))
 	}
 	return errs

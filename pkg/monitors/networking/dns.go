@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 const resolvConfPath = "etc/resolv.conf"
@@ -41,7 +41,7 @@ type dnsProbe struct {
 	Unroutable int
 }
 
-func (m *Monitor) runDNS(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runDNS(ctx context.Context) ([]detection.Finding, error) {
 	servers, err := m.dnsServers()
 	if err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func parseResponseHeader(msg []byte, id uint16) (int, error) {
 // in which no resolver answered. When the namespace has no route to any of
 // them (a fresh namespace, a node that lost its routes) the query never
 // left: that is not counted, the routing reasons say it.
-func evalDNS(s *strikes, p dnsProbe, name string, threshold int, now time.Time) []monitor.Finding {
+func evalDNS(s *strikes, p dnsProbe, name string, threshold int, now time.Time) []detection.Finding {
 	if p.Answered != "" || len(p.Servers) == 0 || p.Unroutable == len(p.Servers) {
 		s.reset()
 		return nil
@@ -256,7 +256,7 @@ func evalDNS(s *strikes, p dnsProbe, name string, threshold int, now time.Time) 
 	if n < threshold {
 		return nil
 	}
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason: health.ReasonDNSResolverUnreachable,
 		Message: fmt.Sprintf("no DNS resolver answered a query for %q in %d consecutive checks since %s: %s",
 			name, n, s.since.UTC().Format(time.RFC3339), strings.Join(p.Errs, "; ")),

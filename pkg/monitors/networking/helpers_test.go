@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
@@ -16,7 +16,7 @@ var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 var (
 	testEnv  = monitortest.Env
 	reasons  = monitortest.Reasons
-	runCheck = func(t *testing.T, m *Monitor, name string) ([]monitor.Finding, error) {
+	runCheck = func(t *testing.T, m *Monitor, name string) ([]detection.Finding, error) {
 		t.Helper()
 		return monitortest.RunCheck(t, m, name)
 	}

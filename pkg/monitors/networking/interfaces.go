@@ -12,8 +12,8 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // linkInfo is what the interface checks need of one link.
@@ -49,7 +49,7 @@ type netSnapshot struct {
 	DefaultRoutes int
 }
 
-func (m *Monitor) runInterfaces(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runInterfaces(ctx context.Context) ([]detection.Finding, error) {
 	if m.excludeErr != nil {
 		return nil, m.excludeErr
 	}
@@ -64,7 +64,7 @@ func (m *Monitor) runInterfaces(ctx context.Context) ([]monitor.Finding, error) 
 	}
 	now := m.env.Clock.Now()
 	m.mu.Lock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.ifaces, fs = evalInterfaces(m.ifaces, snap, m.exclude, thr, now)
 	m.mu.Unlock()
 	return append(fs, evalDefaultRoute(snap, m.exclude, now)...), nil
@@ -228,9 +228,9 @@ const loopbackSubject = "lo"
 // Links exclude names or types are not watched; loopbacks always are. A
 // link that disappears is forgotten: CNIs delete interfaces as a matter of
 // course.
-func evalInterfaces(prev ifaceState, snap netSnapshot, exclude exclusion, thr ifaceThresholds, now time.Time) (ifaceState, []monitor.Finding) {
+func evalInterfaces(prev ifaceState, snap netSnapshot, exclude exclusion, thr ifaceThresholds, now time.Time) (ifaceState, []detection.Finding) {
 	next := ifaceState{seenUp: map[string]bool{}, strikes: strikeMap{}}
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	hasLoopback := false
 	for _, l := range snap.Links {
 		if l.Loopback {
@@ -246,7 +246,7 @@ func evalInterfaces(prev ifaceState, snap netSnapshot, exclude exclusion, thr if
 		case !l.AdminUp && (l.Loopback || prev.seenUp[l.Name] || len(l.Addresses) > 0):
 			n := next.strikes.hit(prev.strikes, health.ReasonInterfaceNotUp, l.Name)
 			if n >= thr.NotUp {
-				fs = append(fs, monitor.Finding{
+				fs = append(fs, detection.Finding{
 					Reason:   health.ReasonInterfaceNotUp,
 					Message:  fmt.Sprintf("interface %s is administratively down (%s) for at least %d consecutive checks", l.Name, describeLink(l, prev.seenUp[l.Name]), thr.NotUp),
 					Observed: now,
@@ -256,7 +256,7 @@ func evalInterfaces(prev ifaceState, snap netSnapshot, exclude exclusion, thr if
 		case l.AdminUp && !l.Running && !portless(l):
 			n := next.strikes.hit(prev.strikes, health.ReasonInterfaceNotRunning, l.Name)
 			if n >= thr.NotRunning {
-				fs = append(fs, monitor.Finding{
+				fs = append(fs, detection.Finding{
 					Reason: health.ReasonInterfaceNotRunning,
 					Message: fmt.Sprintf("interface %s is up but not running: operational state %s, no carrier or lower layer down (%s) for at least %d consecutive checks",
 						l.Name, l.OperState, describeLink(l, false), thr.NotRunning),
@@ -269,7 +269,7 @@ func evalInterfaces(prev ifaceState, snap netSnapshot, exclude exclusion, thr if
 	if !hasLoopback {
 		n := next.strikes.hit(prev.strikes, health.ReasonMissingLoopbackInterface, loopbackSubject)
 		if n >= thr.Loopback {
-			fs = append(fs, monitor.Finding{
+			fs = append(fs, detection.Finding{
 				Reason:   health.ReasonMissingLoopbackInterface,
 				Message:  fmt.Sprintf("the network namespace has no loopback interface (at least %d consecutive checks): everything that connects to localhost fails", thr.Loopback),
 				Observed: now,
@@ -311,7 +311,7 @@ func describeLink(l linkInfo, seenUp bool) string {
 // has a global address but the main table has no default route in either
 // family: the node cannot reach anything off its subnets. A namespace with
 // nothing but loopback is not expected to route anywhere.
-func evalDefaultRoute(snap netSnapshot, exclude exclusion, now time.Time) []monitor.Finding {
+func evalDefaultRoute(snap netSnapshot, exclude exclusion, now time.Time) []detection.Finding {
 	if snap.DefaultRoutes > 0 {
 		return nil
 	}
@@ -326,7 +326,7 @@ func evalDefaultRoute(snap netSnapshot, exclude exclusion, now time.Time) []moni
 		return nil
 	}
 	slices.Sort(addressed)
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason: health.ReasonMissingDefaultRoutes,
 		Message: fmt.Sprintf("no default route in the main routing table (IPv4 or IPv6) although %s: traffic off the local subnets has nowhere to go",
 			strings.Join(addressed, "; ")),

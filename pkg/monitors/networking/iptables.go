@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/childproc"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- PortConflict, UnexpectedRejectRule --------------------------------------
@@ -250,8 +250,8 @@ var managedChainPrefixes = []string{
 // DNAT that takes a node daemon's port on the node's addresses, and
 // UnexpectedRejectRule for the REJECT or DROP rules outside managed and
 // allowed chains, one finding per chain.
-func iptablesVerdict(rules []iptRule, allowed map[string]bool, now time.Time) []monitor.Finding {
-	var fs []monitor.Finding
+func iptablesVerdict(rules []iptRule, allowed map[string]bool, now time.Time) []detection.Finding {
+	var fs []detection.Finding
 	type chainKey struct {
 		family       int
 		table, chain string
@@ -260,7 +260,7 @@ func iptablesVerdict(rules []iptRule, allowed map[string]bool, now time.Time) []
 	for _, r := range rules {
 		if r.Target == "DNAT" {
 			if port, daemon, ok := takesDaemonPort(r); ok {
-				fs = append(fs, monitor.Finding{
+				fs = append(fs, detection.Finding{
 					Reason: health.ReasonPortConflict,
 					Message: fmt.Sprintf("iptables%s %s/%s redirects TCP port %d, %s's, elsewhere (a pod's hostPort?): the API server can no longer reach %s: %s",
 						familySuffix(r.Family), r.Table, r.Chain, port, daemon, daemon, r.Raw),
@@ -297,7 +297,7 @@ func iptablesVerdict(rules []iptRule, allowed map[string]bool, now time.Time) []
 		rs := unexpected[k]
 		msg := fmt.Sprintf("iptables%s %s/%s has %d REJECT or DROP rule(s) outside the chains Kubernetes and the CNIs manage, e.g. %q: expected traffic may be blocked; "+
 			"if the chain is known to be good, add %q to the networking monitor's allowedIPTablesChains", familySuffix(k.family), k.table, k.chain, len(rs), rs[0].Raw, k.table+"/"+k.chain)
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason:   health.ReasonUnexpectedRejectRule,
 			Message:  msg,
 			Observed: now,
@@ -365,7 +365,7 @@ func expectedReject(r iptRule, allowed map[string]bool) bool {
 	return false
 }
 
-func (m *Monitor) runIPTables(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runIPTables(ctx context.Context) ([]detection.Finding, error) {
 	rules, err := gatherFor(ctx, m, &m.iptGuard, "iptables-save", iptablesTimeout, func() ([]iptRule, error) {
 		tctx, cancel := context.WithTimeout(ctx, iptablesTimeout)
 		defer cancel()

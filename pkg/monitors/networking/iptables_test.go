@@ -11,8 +11,8 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/internal/testsupport/netnstest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // eksNodeRuleset is iptables-save (1.8.9, nf_tables) of an EKS node with
@@ -162,8 +162,8 @@ func TestSplitArgs(t *testing.T) {
 func TestIPTablesInRealNetNS(t *testing.T) {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		// Without iptables the dump must say it cannot read the rules.
-		var fs []monitor.Finding
-		m := New(monitor.Env{}, Options{})
+		var fs []detection.Finding
+		m := New(detection.Env{}, Options{})
 		fs, err = runCheck(t, m, "net-iptables")
 		if err == nil {
 			t.Fatalf("no iptables here, yet the check read rules: %v", fs)
@@ -175,7 +175,7 @@ func TestIPTablesInRealNetNS(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
 	// The host root is this machine's (the ruleset tools and /proc are
 	// real); the namespace is the test's own.
-	m := New(monitor.Env{Clock: clk}, Options{NetNS: ns.Path})
+	m := New(detection.Env{Clock: clk}, Options{NetNS: ns.Path})
 	check := monitortest.Stepper(t, m, "net-iptables", clk, 0)
 	check("")
 	ns.Exec("iptables", "-t", "nat", "-N", "CNI-DN-test")

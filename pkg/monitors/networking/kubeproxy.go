@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // proxyProbe is what one kube-proxy health probe saw.
@@ -31,7 +31,7 @@ type proxyState struct {
 	strikes strikes
 }
 
-func (m *Monitor) runKubeProxy(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runKubeProxy(ctx context.Context) ([]detection.Finding, error) {
 	p, err := gather(ctx, m, &m.proxyGuard, "kube-proxy health probe", func() (proxyProbe, error) {
 		return probeKubeProxy(ctx, m.opts.KubeProxyHealthz, m.opts.ProbeTimeout), nil
 	})
@@ -42,7 +42,7 @@ func (m *Monitor) runKubeProxy(ctx context.Context) ([]monitor.Finding, error) {
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.proxy, fs = evalKubeProxy(m.proxy, p, m.opts.KubeProxyHealthz, thr, now)
 	return fs, nil
 }
@@ -70,7 +70,7 @@ func probeKubeProxy(ctx context.Context, addr string, timeout time.Duration) pro
 // that failed: kube-proxy answered with an error status (its last rules sync
 // is too old), did not answer, or stopped listening after it was seen. A
 // node where kube-proxy was never seen has none, which is not a fault.
-func evalKubeProxy(prev proxyState, p proxyProbe, addr string, threshold int, now time.Time) (proxyState, []monitor.Finding) {
+func evalKubeProxy(prev proxyState, p proxyProbe, addr string, threshold int, now time.Time) (proxyState, []detection.Finding) {
 	next := prev
 	var why string
 	switch {
@@ -91,7 +91,7 @@ func evalKubeProxy(prev proxyState, p proxyProbe, addr string, threshold int, no
 	if n < threshold {
 		return next, nil
 	}
-	return next, []monitor.Finding{{
+	return next, []detection.Finding{{
 		Reason: health.ReasonKubeProxyNotReady,
 		Message: fmt.Sprintf("kube-proxy at %s%s has failed %d consecutive health checks since %s: %s; Service rules on this node may be stale",
 			addr, p.Path, n, next.strikes.since.UTC().Format(time.RFC3339), why),

@@ -14,7 +14,7 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/internal/testsupport/netnstest"
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // tunnelLink is a tunnel or virtual device as a test creates it, and what the
@@ -266,7 +266,7 @@ func TestTunnelLinkMessages(t *testing.T) {
 				t.Fatalf("decoded %+v from %+v", l, m)
 			}
 		}
-		var fs []monitor.Finding
+		var fs []detection.Finding
 		st, fs = evalInterfaces(st, netSnapshot{Links: links, DefaultRoutes: 1}, ex, ifaceThresholds{1, 1, 1}, t0)
 		if got := monitortest.Reasons(fs); got != tick.want {
 			t.Fatalf("tick %d: findings %q, want %q", n, got, tick.want)

@@ -16,8 +16,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- MACAddressPolicyMisconfigured ---------------------------------------------
@@ -66,7 +66,7 @@ type linkPolicy struct {
 	Veths  []string
 }
 
-func (m *Monitor) runMACPolicy(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runMACPolicy(ctx context.Context) ([]detection.Finding, error) {
 	in, err := gather(ctx, m, &m.macGuard, "udev database and .link files", m.readMACPolicy)
 	if err != nil {
 		return nil, err
@@ -289,7 +289,7 @@ func versionBefore(a, b [3]int) bool {
 // evalMACPolicy reports each link file applied to pod veths whose
 // effective MACAddressPolicy is persistent, on a VPC CNI that needs it to
 // be none.
-func evalMACPolicy(in macPolicyInput, now time.Time) []monitor.Finding {
+func evalMACPolicy(in macPolicyInput, now time.Time) []detection.Finding {
 	var files []string
 	for f, lp := range in.Policies {
 		if lp.Policy == "persistent" {
@@ -297,12 +297,12 @@ func evalMACPolicy(in macPolicyInput, now time.Time) []monitor.Finding {
 		}
 	}
 	sort.Strings(files)
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	for _, f := range files {
 		veths := in.Policies[f].Veths
 		sort.Strings(veths)
 		example := veths[0]
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonMACAddressPolicyMisconfigured,
 			Message: fmt.Sprintf("%s sets MACAddressPolicy=persistent and udev applied it to %d pod veths (%s, ...) on a VPC CNI older than v1.20.1 (%s): "+
 				"udev may change a pod's host veth MAC after the CNI pinned the pod's gateway to it; set MACAddressPolicy=none for veths "+

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/source/tail"
 )
 
@@ -91,9 +91,9 @@ type Options struct {
 	Pods PodLister
 }
 
-// Monitor implements monitor.Monitor for NetworkingReady.
+// Monitor implements detection.Monitor for NetworkingReady.
 type Monitor struct {
-	env     monitor.Env
+	env     detection.Env
 	opts    Options
 	ns      netNS
 	exclude exclusion
@@ -122,13 +122,13 @@ type Monitor struct {
 	rdma     rdmaState
 }
 
-var _ monitor.Monitor = (*Monitor)(nil)
+var _ detection.Monitor = (*Monitor)(nil)
 
 // New builds the networking monitor. It opens nothing: every check opens its
 // netlink and ethtool sockets in the inspected namespace and closes them.
-func New(env monitor.Env, opts Options) *Monitor {
+func New(env detection.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
-	monitor.FillDefaults(&opts, DefaultConfig().Options(nil))
+	detection.FillDefaults(&opts, DefaultConfig().Options(nil))
 	opts.SlowPeriod = max(opts.SlowPeriod, opts.Period)
 	if opts.ExcludeInterfaces == "" {
 		opts.ExcludeInterfaces = DefaultExcludeInterfaces
@@ -151,13 +151,13 @@ func New(env monitor.Env, opts Options) *Monitor {
 	return m
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check {
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check {
 	p := m.opts.Period
-	return []monitor.Check{
+	return []detection.Check{
 		{
 			Name:   "net-interfaces",
 			Period: p,

@@ -13,8 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- NPANotRunning, NPARepeatedlyRestart, NPABPFRecoveryError -----------------
@@ -90,7 +90,7 @@ type countSample struct {
 	count int32
 }
 
-func (m *Monitor) runNPA(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runNPA(ctx context.Context) ([]detection.Finding, error) {
 	obs, err := gather(ctx, m, &m.npaGuard, "network policy agent state", m.readNPA)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (m *Monitor) runNPA(ctx context.Context) ([]monitor.Finding, error) {
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.npa, fs = evalNPA(m.npa, obs, thr, now)
 	return fs, nil
 }
@@ -251,7 +251,7 @@ type npaThresholds struct {
 // threshold within the last hour, and NPABPFRecoveryError while at least
 // the threshold of BPF recovery errors were logged within the last hour. A
 // node where it is not deployed forgets everything.
-func evalNPA(prev npaState, o npaObservation, thr npaThresholds, now time.Time) (npaState, []monitor.Finding) {
+func evalNPA(prev npaState, o npaObservation, thr npaThresholds, now time.Time) (npaState, []detection.Finding) {
 	next := prev
 	if o.Deployment == npaNone || o.Deployment != prev.deployment {
 		next = npaState{}
@@ -260,7 +260,7 @@ func evalNPA(prev npaState, o npaObservation, thr npaThresholds, now time.Time) 
 	if o.Deployment == npaNone {
 		return next, nil
 	}
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	if o.Running {
 		next.notRunning = time.Time{}
 	} else {
@@ -268,7 +268,7 @@ func evalNPA(prev npaState, o npaObservation, thr npaThresholds, now time.Time) 
 			next.notRunning = now
 		}
 		if now.Sub(next.notRunning) >= thr.NotRunning {
-			fs = append(fs, monitor.Finding{
+			fs = append(fs, detection.Finding{
 				Reason: health.ReasonNPANotRunning,
 				Message: fmt.Sprintf("the network policy agent (%s) has not been running since %s (%s): network policies are not enforced or updated",
 					o.Where, next.notRunning.UTC().Format(time.RFC3339), o.State),
@@ -295,7 +295,7 @@ func evalNPA(prev npaState, o npaObservation, thr npaThresholds, now time.Time) 
 		restarts = len(next.pidNew)
 	}
 	if restarts >= thr.Restarts {
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason:   health.ReasonNPARepeatedlyRestart,
 			Message:  fmt.Sprintf("the network policy agent (%s) restarted %d times within the last hour (threshold %d): policy enforcement is disrupted", o.Where, restarts, thr.Restarts),
 			Observed: now, Subject: o.Where,
@@ -313,7 +313,7 @@ func evalNPA(prev npaState, o npaObservation, thr npaThresholds, now time.Time) 
 	}
 	next.bpf = slices.DeleteFunc(slices.Clone(next.bpf), func(t time.Time) bool { return now.Sub(t) > npaWindow })
 	if len(next.bpf) >= thr.BPFErrors {
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonNPABPFRecoveryError,
 			Message: fmt.Sprintf("the network policy agent (%s) logged %d BPF recovery errors within the last hour (threshold %d); the last: %s",
 				o.Where, len(next.bpf), thr.BPFErrors, oneLine([]byte(next.lastBPF))),

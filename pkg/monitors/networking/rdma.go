@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- EFAErrorMetric (EFA, InfiniBand, RoCE) ----------------------------------
@@ -72,7 +72,7 @@ type rdmaState struct {
 	values map[rdmaKey]uint64
 }
 
-func (m *Monitor) runRDMA(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runRDMA(ctx context.Context) ([]detection.Finding, error) {
 	r, err := gather(ctx, m, &m.rdmaGuard, "RDMA counters in sysfs", m.readRDMA)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (m *Monitor) runRDMA(ctx context.Context) ([]monitor.Finding, error) {
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.rdma, fs = evalRDMA(m.rdma, r, now)
 	return fs, nil
 }
@@ -149,7 +149,7 @@ func rdmaKind(dir string) string {
 // reports, per device port, the counters that rose faster than their
 // allowance per minute. A first reading, or a counter that went down (a
 // driver reload reset it), is a new baseline.
-func evalRDMA(prev rdmaState, r rdmaReading, now time.Time) (rdmaState, []monitor.Finding) {
+func evalRDMA(prev rdmaState, r rdmaReading, now time.Time) (rdmaState, []detection.Finding) {
 	next := rdmaState{at: now, values: map[rdmaKey]uint64{}}
 	minutes := now.Sub(prev.at).Minutes()
 	type over struct {
@@ -178,7 +178,7 @@ func evalRDMA(prev rdmaState, r rdmaReading, now time.Time) (rdmaState, []monito
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
 	})
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	for _, k := range keys {
 		overs := byPort[k]
 		sort.Slice(overs, func(i, j int) bool { return overs[i].name < overs[j].name })
@@ -192,7 +192,7 @@ func evalRDMA(prev rdmaState, r rdmaReading, now time.Time) (rdmaState, []monito
 			subject += "/" + k[1]
 		}
 		kind := r.Devices[k[0]].Kind
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason:   health.ReasonEFAErrorMetric,
 			Message:  fmt.Sprintf("%s device %s: error counters rise fast since the last check %v ago: %s", kind, where, now.Sub(prev.at).Round(time.Second), strings.Join(parts, ", ")),
 			Observed: now,

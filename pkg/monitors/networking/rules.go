@@ -1,9 +1,9 @@
 package networking
 
 import (
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Rules returns the networking monitor's log rules: transmit timeouts and
@@ -293,13 +293,13 @@ func Rules() []logline.Rule {
 	}
 }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
-// Interpret implements monitor.Monitor: each rule maps one to one to a
+// Interpret implements detection.Monitor: each rule maps one to one to a
 // finding about the device it names.
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
-	return []monitor.Finding{{
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
+	return []detection.Finding{{
 		Reason:   match.Reason,
 		Message:  match.Message,
 		Observed: match.Line.Time,

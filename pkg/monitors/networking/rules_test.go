@@ -7,9 +7,9 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/internal/testsupport/netnstest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -18,11 +18,11 @@ func kmsg(text string) logline.Line { return monitortest.Kernel(text, t0) }
 type ruleCase struct {
 	name string
 	line logline.Line
-	want []monitor.Finding // nil: no match
+	want []detection.Finding // nil: no match
 }
 
-func finding(reason, subject, msg string) []monitor.Finding {
-	return []monitor.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
+func finding(reason, subject, msg string) []detection.Finding {
+	return []detection.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
 }
 
 // Lines as the kernels named in rules.go print them (without the kmsg
@@ -232,10 +232,10 @@ func TestRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
+	m := New(detection.Env{HostRoot: t.TempDir()}, Options{})
 	for _, tc := range ruleCases {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []monitor.Finding
+			var got []detection.Finding
 			mt.Match(tc.line, func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("line %q\n got %+v\nwant %+v", tc.line.Text, got, tc.want)
@@ -258,7 +258,7 @@ func TestEveryRuleHasAPositiveCase(t *testing.T) {
 // TestRegistryCoverage: every NetworkingReady reason is produced by a rule
 // (log) or declared by a check (check), and nothing else is.
 func TestRegistryCoverage(t *testing.T) {
-	monitortest.RegistryCoverage(t, New(monitor.Env{HostRoot: t.TempDir()}, Options{}), health.NetworkingReady)
+	monitortest.RegistryCoverage(t, New(detection.Env{HostRoot: t.TempDir()}, Options{}), health.NetworkingReady)
 }
 
 // TestThisMachineRaisesNothing runs every check against the real host this
@@ -266,7 +266,7 @@ func TestRegistryCoverage(t *testing.T) {
 // netlink, real ethtool ioctls, real /proc, the real resolver. A clean
 // machine raises nothing.
 func TestThisMachineRaisesNothing(t *testing.T) {
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	for _, c := range m.Checks() {
 		for range 3 {
 			fs, err := c.Run(context.Background())
@@ -287,7 +287,7 @@ func TestThisMachineRaisesNothing(t *testing.T) {
 func TestFreshNamespaceRaisesNothing(t *testing.T) {
 	ns := netnstest.New(t)
 	ns.Up("lo")
-	m := New(monitor.Env{}, Options{NetNS: ns.Path})
+	m := New(detection.Env{}, Options{NetNS: ns.Path})
 	for _, c := range m.Checks() {
 		for range 3 {
 			fs, err := c.Run(context.Background())

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Host paths of the sysctl check. /proc/sys/net is per network namespace:
@@ -36,7 +36,7 @@ type sysctls struct {
 	CNIConfigs []string
 }
 
-func (m *Monitor) runSysctls(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runSysctls(ctx context.Context) ([]detection.Finding, error) {
 	const reason = health.ReasonApproachingConntrackMax
 	thr := m.env.Threshold(reason)
 	if math.IsNaN(thr) || thr <= 0 || thr > 100 {
@@ -108,10 +108,10 @@ func readUintFile(path string) (uint64, error) {
 // forwarding is off on a node with a CNI configured: the host then drops the
 // pod traffic it should route. A node without a CNI has no pod network to
 // forward (this very machine, a fresh namespace).
-func evalSysctls(s sysctls, threshold float64, now time.Time) []monitor.Finding {
-	var fs []monitor.Finding
+func evalSysctls(s sysctls, threshold float64, now time.Time) []detection.Finding {
+	var fs []detection.Finding
 	if s.ConntrackLoaded && s.Max > 0 && float64(s.ConntrackCount)*100 >= threshold*float64(s.Max) {
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonApproachingConntrackMax,
 			Message: fmt.Sprintf("connection tracking table holds %d entries, %.1f%% of net.netfilter.nf_conntrack_max %d (threshold %g%%); when full, new connections are dropped",
 				s.ConntrackCount, float64(s.ConntrackCount)*100/float64(s.Max), s.Max, threshold),
@@ -119,7 +119,7 @@ func evalSysctls(s sysctls, threshold float64, now time.Time) []monitor.Finding 
 		})
 	}
 	if len(s.CNIConfigs) > 0 && s.IPForward != "1" {
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonNetworkSysctl,
 			Message: fmt.Sprintf("net.ipv4.ip_forward is %q, not 1, on a node with a CNI configured (%s): the host does not route pod traffic",
 				s.IPForward, strings.Join(s.CNIConfigs, ", ")),

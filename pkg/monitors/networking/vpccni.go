@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // The Amazon VPC CNI's IPAM daemon keeps its allocations in a checkpoint
@@ -96,7 +96,7 @@ type vpcCNIState struct {
 	PodsErr error
 }
 
-func (m *Monitor) runVPCCNI(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runVPCCNI(ctx context.Context) ([]detection.Finding, error) {
 	st, err := gather(ctx, m, &m.vpcGuard, "IPAM checkpoint and netlink route and rule dump", m.readVPCCNI)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (m *Monitor) runVPCCNI(ctx context.Context) ([]monitor.Finding, error) {
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.vpc, fs = evalVPCCNI(m.vpc, st, now)
 	return fs, nil
 }
@@ -218,12 +218,12 @@ const vpcStrikes = 2
 // addresses without their host route or "to" rule, and
 // IPAMDInconsistentState for a running pod whose addresses are not the one
 // the checkpoint allocated to it; each after vpcStrikes consecutive checks.
-func evalVPCCNI(prev vpcEval, st vpcCNIState, now time.Time) (vpcEval, []monitor.Finding) {
+func evalVPCCNI(prev vpcEval, st vpcCNIState, now time.Time) (vpcEval, []detection.Finding) {
 	next := vpcEval{noRoute: map[string]int{}, noRule: map[string]int{}, mismatch: map[string]int{}}
 	if !st.Installed {
 		return next, nil
 	}
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	for _, a := range st.Allocations {
 		for _, s := range []string{a.IPv4, a.IPv6} {
 			addr, err := netip.ParseAddr(s)
@@ -235,7 +235,7 @@ func evalVPCCNI(prev vpcEval, st vpcCNIState, now time.Time) (vpcEval, []monitor
 			pod := podName(a)
 			if !st.Routes[addr] {
 				if next.noRoute[key] = prev.noRoute[key] + 1; next.noRoute[key] >= vpcStrikes {
-					fs = append(fs, monitor.Finding{
+					fs = append(fs, detection.Finding{
 						Reason: health.ReasonMissingIPRoutes,
 						Message: fmt.Sprintf("pod address %s (%s) has no host route in the main table (expected %q): traffic to the pod is not delivered",
 							key, pod, key+" dev <pod veth> scope link"),
@@ -245,7 +245,7 @@ func evalVPCCNI(prev vpcEval, st vpcCNIState, now time.Time) (vpcEval, []monitor
 			}
 			if !st.Rules[addr] {
 				if next.noRule[key] = prev.noRule[key] + 1; next.noRule[key] >= vpcStrikes {
-					fs = append(fs, monitor.Finding{
+					fs = append(fs, detection.Finding{
 						Reason: health.ReasonMissingIPRules,
 						Message: fmt.Sprintf("pod address %s (%s) has no policy routing rule %q: replies to the pod may take another ENI's table",
 							key, pod, fmt.Sprintf("%d: from all to %s lookup main", toContainerRulePriority, key)),
@@ -279,7 +279,7 @@ func evalVPCCNI(prev vpcEval, st vpcCNIState, now time.Time) (vpcEval, []monitor
 // the checkpoint does not know are left alone: the first two have no
 // allocation to compare, the last are SGP branch ENI pods or pods of
 // another network.
-func inconsistent(allocs []ipamAllocation, pods []*corev1.Pod) map[string]monitor.Finding {
+func inconsistent(allocs []ipamAllocation, pods []*corev1.Pod) map[string]detection.Finding {
 	byPod := map[string][]string{}
 	for _, a := range allocs {
 		if a.Metadata.Name == "" || a.IfName != "" && a.IfName != "eth0" {
@@ -292,7 +292,7 @@ func inconsistent(allocs []ipamAllocation, pods []*corev1.Pod) map[string]monito
 			}
 		}
 	}
-	out := map[string]monitor.Finding{}
+	out := map[string]detection.Finding{}
 	for _, p := range pods {
 		k := p.Namespace + "/" + p.Name
 		allocated, ok := byPod[k]
@@ -308,7 +308,7 @@ func inconsistent(allocs []ipamAllocation, pods []*corev1.Pod) map[string]monito
 		if len(have) == 0 || slices.ContainsFunc(have, func(a string) bool { return slices.Contains(allocated, a) }) {
 			continue
 		}
-		out[k] = monitor.Finding{
+		out[k] = detection.Finding{
 			Reason: health.ReasonIPAMDInconsistentState,
 			Message: fmt.Sprintf("pod %s has address %s, but the IPAM checkpoint allocated %s to it: IPAMD may give the pod's address to another pod",
 				k, strings.Join(have, ", "), strings.Join(allocated, ", ")),

@@ -13,9 +13,9 @@ import (
 	"fmt"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 )
 
@@ -30,19 +30,19 @@ type Options struct {
 	CheckPeriod time.Duration
 }
 
-// Monitor implements monitor.Monitor for Neuron devices.
+// Monitor implements detection.Monitor for Neuron devices.
 type Monitor struct {
-	env  monitor.Env
+	env  detection.Env
 	opts Options
 }
 
 var (
-	_ monitor.Monitor = (*Monitor)(nil)
-	_ monitor.Applier = (*Monitor)(nil)
+	_ detection.Monitor = (*Monitor)(nil)
+	_ detection.Applier = (*Monitor)(nil)
 )
 
 // New builds the monitor.
-func New(env monitor.Env, opts Options) *Monitor {
+func New(env detection.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
 	if opts.CheckPeriod <= 0 {
 		opts.CheckPeriod = DefaultConfig().CheckInterval.Duration
@@ -50,10 +50,10 @@ func New(env monitor.Env, opts Options) *Monitor {
 	return &Monitor{env: env, opts: opts}
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
-// Applies implements monitor.Applier: the node has /dev/neuronN devices.
+// Applies implements detection.Applier: the node has /dev/neuronN devices.
 func (m *Monitor) Applies(context.Context) bool {
 	nodes, err := accel.DeviceNodes(accel.DevDir(m.env.HostRoot), "neuron")
 	return err == nil && len(nodes) > 0
@@ -87,11 +87,11 @@ func Rules() []logline.Rule {
 	return rs
 }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
-// Interpret implements monitor.Monitor.
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
+// Interpret implements detection.Monitor.
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
 	msg, subject := match.Message, ""
 	if dev := match.Groups["dev"]; dev != "" {
 		subject = "neuron" + dev
@@ -102,12 +102,12 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 			}
 		}
 	}
-	return []monitor.Finding{{Reason: match.Reason, Message: msg, Subject: subject, Observed: match.Line.Time}}
+	return []detection.Finding{{Reason: match.Reason, Message: msg, Subject: subject, Observed: match.Line.Time}}
 }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check {
-	return []monitor.Check{{
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check {
+	return []detection.Check{{
 		Name:    "neuron-device-count",
 		Period:  m.opts.CheckPeriod,
 		Reasons: []string{health.ReasonNeuronDeviceCountMismatch},
@@ -115,7 +115,7 @@ func (m *Monitor) Checks() []monitor.Check {
 	}}
 }
 
-func (m *Monitor) runDeviceCount(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runDeviceCount(ctx context.Context) ([]detection.Finding, error) {
 	nodes, err := accel.DeviceNodes(accel.DevDir(m.env.HostRoot), "neuron")
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (m *Monitor) runDeviceCount(ctx context.Context) ([]monitor.Finding, error)
 		return nil, err
 	}
 	if msg, bad := evalDeviceCount(len(nodes), exp, ok); bad {
-		return []monitor.Finding{{Reason: health.ReasonNeuronDeviceCountMismatch, Message: msg, Observed: m.env.Clock.Now()}}, nil
+		return []detection.Finding{{Reason: health.ReasonNeuronDeviceCountMismatch, Message: msg, Observed: m.env.Clock.Now()}}, nil
 	}
 	return nil, nil
 }

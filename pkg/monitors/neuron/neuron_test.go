@@ -8,9 +8,9 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/rules"
 )
@@ -21,7 +21,7 @@ var t0 = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 // detector matches (aws-neuron-sdk k8s-neuron-problem-detector-and-recovery
 // config) and that the EKS node monitoring agent maps to these reasons.
 func TestRules(t *testing.T) {
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	matcher, err := rules.Compile(m.Rules())
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestRules(t *testing.T) {
 		{"neuron: nd1: device initialized", "", ""},
 	}
 	for _, tc := range cases {
-		var got []monitor.Finding
+		var got []detection.Finding
 		line := monitortest.Kernel(tc.line, t0)
 		matcher.Match(line, func(mt logline.Match) { got = append(got, m.Interpret(mt)...) })
 		monitortest.NoForgeryMatches(t, Rules(), []logline.Line{line})
@@ -60,14 +60,14 @@ func TestRules(t *testing.T) {
 
 func TestAppliesAndDeviceCount(t *testing.T) {
 	ctx := context.Background()
-	if New(monitor.Env{HostRoot: hostroot.New(t).Dir}, Options{}).Applies(ctx) {
+	if New(detection.Env{HostRoot: hostroot.New(t).Dir}, Options{}).Applies(ctx) {
 		t.Fatal("no /dev/neuronN: does not apply")
 	}
 	root := hostroot.New(t).WithNeuronDevices(15)
 	labels := func(context.Context) (map[string]string, error) {
 		return map[string]string{accel.InstanceTypeLabel: "trn1.32xlarge"}, nil
 	}
-	m := New(monitor.Env{HostRoot: root.Dir}, Options{NodeLabels: labels, Expect: accel.ExpectOptions{Table: accel.NeuronDevices()}})
+	m := New(detection.Env{HostRoot: root.Dir}, Options{NodeLabels: labels, Expect: accel.ExpectOptions{Table: accel.NeuronDevices()}})
 	if !m.Applies(ctx) {
 		t.Fatal("/dev/neuronN present")
 	}

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -14,7 +14,7 @@ import (
 // lines are not XIDs and must cost only the prefilter; an XID line runs the
 // per-XID rules sharing the anchor.
 func BenchmarkRules(b *testing.B) {
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	matcher, err := rules.Compile(m.Rules())
 	if err != nil {
 		b.Fatal(err)

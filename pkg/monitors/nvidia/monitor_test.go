@@ -10,15 +10,15 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
-func check(t *testing.T, m *nvidia.Monitor, name string) []monitor.Finding {
+func check(t *testing.T, m *nvidia.Monitor, name string) []detection.Finding {
 	t.Helper()
 	for _, c := range m.Checks() {
 		if c.Name == name {
@@ -36,20 +36,20 @@ func check(t *testing.T, m *nvidia.Monitor, name string) []monitor.Finding {
 func TestAppliesOnlyWithGPUs(t *testing.T) {
 	ctx := context.Background()
 	empty := hostroot.New(t)
-	if nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.NoDriver}).Applies(ctx) {
+	if nvidia.New(detection.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.NoDriver}).Applies(ctx) {
 		t.Fatal("a node without driver or device nodes is not an NVIDIA node")
 	}
-	if nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{}).Applies(ctx) {
+	if nvidia.New(detection.Env{HostRoot: empty.Dir}, nvidia.Options{}).Applies(ctx) {
 		t.Fatal("no NVML configured and no device nodes")
 	}
-	if nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.New().Opener()}).Applies(ctx) {
+	if nvidia.New(detection.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.New().Opener()}).Applies(ctx) {
 		t.Fatal("a driver that sees no GPU does not make an NVIDIA node")
 	}
-	if !nvidia.New(monitor.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.New(nvidiafake.GPUs(1)...).Opener()}).Applies(ctx) {
+	if !nvidia.New(detection.Env{HostRoot: empty.Dir}, nvidia.Options{Open: nvidiafake.New(nvidiafake.GPUs(1)...).Opener()}).Applies(ctx) {
 		t.Fatal("NVML sees a GPU")
 	}
 	gpus := hostroot.New(t).WithNvidiaGPUs(2)
-	if !nvidia.New(monitor.Env{HostRoot: gpus.Dir}, nvidia.Options{Open: nvidiafake.NoDriver}).Applies(ctx) {
+	if !nvidia.New(detection.Env{HostRoot: gpus.Dir}, nvidia.Options{Open: nvidiafake.NoDriver}).Applies(ctx) {
 		t.Fatal("/dev/nvidiaN without a loadable NVML still applies (kernel XIDs, device count)")
 	}
 }
@@ -60,7 +60,7 @@ func TestDeviceCountWithFakeNVML(t *testing.T) {
 	labels := func(context.Context) (map[string]string, error) {
 		return map[string]string{accel.InstanceTypeLabel: "p5.48xlarge"}, nil
 	}
-	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener(), NodeLabels: labels, Expect: accel.ExpectOptions{Table: accel.NvidiaGPUs()}})
+	m := nvidia.New(detection.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener(), NodeLabels: labels, Expect: accel.ExpectOptions{Table: accel.NvidiaGPUs()}})
 	if fs := check(t, m, "nvidia-device-count"); fs != nil {
 		t.Fatalf("healthy p5.48xlarge: %+v", fs)
 	}
@@ -78,7 +78,7 @@ func TestDeviceCountWithFakeNVML(t *testing.T) {
 func TestHealthCheckAndFabricManager(t *testing.T) {
 	root := hostroot.New(t).WithNvidiaGPUs(2).WithNVSwitches(4).WithProc()
 	drv := nvidiafake.New(nvidiafake.GPUs(2)...)
-	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener()})
+	m := nvidia.New(detection.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener()})
 	if fs := check(t, m, "nvidia-health"); fs != nil {
 		t.Fatalf("unsupported fields everywhere is healthy: %+v", fs)
 	}
@@ -99,7 +99,7 @@ func TestHealthCheckAndFabricManager(t *testing.T) {
 
 func TestHealthCheckWithoutNVMLIsAnError(t *testing.T) {
 	root := hostroot.New(t).WithNvidiaGPUs(1)
-	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.NoDriver})
+	m := nvidia.New(detection.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.NoDriver})
 	for _, c := range m.Checks() {
 		if c.Name == "nvidia-health" {
 			if _, err := c.Run(context.Background()); !errors.Is(err, nvidia.ErrNoDriver) {
@@ -113,12 +113,12 @@ func TestHealthCheckWithoutNVMLIsAnError(t *testing.T) {
 // not at the next check period.
 func TestStreamPushesEvents(t *testing.T) {
 	drv := nvidiafake.New(nvidiafake.GPUs(2)...)
-	m := nvidia.New(monitor.Env{HostRoot: hostroot.New(t).Dir}, nvidia.Options{Open: drv.Opener(), CheckPeriod: time.Hour})
+	m := nvidia.New(detection.Env{HostRoot: hostroot.New(t).Dir}, nvidia.Options{Open: drv.Opener(), CheckPeriod: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := make(chan monitor.Finding, 1)
+	got := make(chan detection.Finding, 1)
 	_, armed := drv.Watching()
-	go func() { _ = m.Stream(ctx, func(f monitor.Finding) { got <- f }) }()
+	go func() { _ = m.Stream(ctx, func(f detection.Finding) { got <- f }) }()
 	<-armed
 	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 	drv.Emit(nvidia.Event{Device: nvidiafake.GPUs(2)[1], Kind: nvidia.EventXID, XID: 79, Observed: at})
@@ -140,13 +140,13 @@ func xid48(at time.Time) logline.Line {
 	return monitortest.Kernel("NVRM: Xid (PCI:0000:2b:00): 48, pid=4242, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.", at)
 }
 
-func interpretLine(t *testing.T, m *nvidia.Monitor, line logline.Line) []monitor.Finding {
+func interpretLine(t *testing.T, m *nvidia.Monitor, line logline.Line) []detection.Finding {
 	t.Helper()
 	mt, err := rules.Compile(m.Rules())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []monitor.Finding
+	var out []detection.Finding
 	mt.Match(line, func(match logline.Match) { out = append(out, m.Interpret(match)...) })
 	return out
 }
@@ -162,7 +162,7 @@ func TestDoubleBitErrorIsOneFault(t *testing.T) {
 
 	// The kernel-only path.
 	root := hostroot.New(t).WithNvidiaGPUs(2)
-	m := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.NoDriver})
+	m := nvidia.New(detection.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.NoDriver})
 	if !m.Applies(ctx) {
 		t.Fatal("device nodes")
 	}
@@ -174,7 +174,7 @@ func TestDoubleBitErrorIsOneFault(t *testing.T) {
 	// NVML event and the counter check all raise NvidiaDoubleBitError on
 	// GPU 0000:2b:00.
 	drv := nvidiafake.New(gpus...)
-	m = nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener(), CheckPeriod: time.Hour})
+	m = nvidia.New(detection.Env{HostRoot: root.Dir}, nvidia.Options{Open: drv.Opener(), CheckPeriod: time.Hour})
 	if !m.Applies(ctx) {
 		t.Fatal("NVML sees GPUs")
 	}
@@ -183,11 +183,11 @@ func TestDoubleBitErrorIsOneFault(t *testing.T) {
 		!strings.Contains(fs[0].Message, "XID 48") {
 		t.Fatalf("XID 48 with NVML: %+v", fs)
 	}
-	got := make(chan monitor.Finding, 2)
+	got := make(chan detection.Finding, 2)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, armed := drv.Watching()
-	go func() { _ = m.Stream(sctx, func(f monitor.Finding) { got <- f }) }()
+	go func() { _ = m.Stream(sctx, func(f detection.Finding) { got <- f }) }()
 	<-armed
 	drv.Emit(nvidia.Event{Device: gpus[1], Kind: nvidia.EventDoubleBitECC, Observed: at.Add(time.Second)})
 	drv.Emit(nvidia.Event{Device: gpus[1], Kind: nvidia.EventXID, XID: 48, Observed: at.Add(time.Second)})
@@ -209,7 +209,7 @@ func TestDoubleBitErrorIsOneFault(t *testing.T) {
 
 	// A GPU whose DBE counter NVML does not read (ECC off, consumer GPUs)
 	// and that NVML did not report: XID 48 stays its own reason.
-	m2 := nvidia.New(monitor.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.New(gpus...).Opener()})
+	m2 := nvidia.New(detection.Env{HostRoot: root.Dir}, nvidia.Options{Open: nvidiafake.New(gpus...).Opener()})
 	m2.Applies(ctx)
 	check(t, m2, "nvidia-health") // samples: every field unsupported
 	if fs := interpretLine(t, m2, xid48(at)); len(fs) != 1 || fs[0].Reason != health.ReasonNvidiaXID48Error {

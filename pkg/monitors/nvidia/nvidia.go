@@ -27,9 +27,9 @@ import (
 	"sync"
 	"time"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/monitors/accel"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
@@ -60,9 +60,9 @@ type Options struct {
 	DCGMPeriod time.Duration
 }
 
-// Monitor implements monitor.Monitor for NVIDIA GPUs.
+// Monitor implements detection.Monitor for NVIDIA GPUs.
 type Monitor struct {
-	env  monitor.Env
+	env  detection.Env
 	opts Options
 
 	mu     sync.Mutex
@@ -75,13 +75,13 @@ type Monitor struct {
 }
 
 var (
-	_ monitor.Monitor  = (*Monitor)(nil)
-	_ monitor.Applier  = (*Monitor)(nil)
-	_ monitor.Streamer = (*Monitor)(nil)
+	_ detection.Monitor  = (*Monitor)(nil)
+	_ detection.Applier  = (*Monitor)(nil)
+	_ detection.Streamer = (*Monitor)(nil)
 )
 
 // New builds the monitor. It loads nothing: NVML is opened on first use.
-func New(env monitor.Env, opts Options) *Monitor {
+func New(env detection.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
 	def := DefaultConfig()
 	if opts.CheckPeriod <= 0 {
@@ -93,25 +93,25 @@ func New(env monitor.Env, opts Options) *Monitor {
 	return &Monitor{env: env, opts: opts, devices: map[string]deviceState{}}
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
-// Interpret implements monitor.Monitor.
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
-	var out []monitor.Finding
+// Interpret implements detection.Monitor.
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
+	var out []detection.Finding
 	for _, f := range interpret(match) {
 		if f.reason == health.ReasonNvidiaXID48Error {
 			f = m.dbe.xid48(f, f.subject, match.Line.Time)
 		}
-		out = append(out, monitor.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: match.Line.Time})
+		out = append(out, detection.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: match.Line.Time})
 	}
 	return out
 }
 
-// Applies implements monitor.Applier: the node has NVIDIA GPU device nodes,
+// Applies implements detection.Applier: the node has NVIDIA GPU device nodes,
 // or NVML loads and sees at least one GPU. A node without the driver (NVML
 // fails to load) and without device nodes is not an NVIDIA node. NVML is
 // opened here in either case, before the kernel log is read, so that an
@@ -166,10 +166,10 @@ func (m *Monitor) Close() error {
 	return err
 }
 
-// Stream implements monitor.Streamer: NVML's event set pushes XID critical
+// Stream implements detection.Streamer: NVML's event set pushes XID critical
 // errors and double-bit ECC errors as they happen, without waiting for a
 // check period.
-func (m *Monitor) Stream(ctx context.Context, report func(monitor.Finding)) error {
+func (m *Monitor) Stream(ctx context.Context, report func(detection.Finding)) error {
 	drv, err := m.driver()
 	if err != nil {
 		return fmt.Errorf("NVML events: %w", err)
@@ -186,15 +186,15 @@ func (m *Monitor) Stream(ctx context.Context, report func(monitor.Finding)) erro
 			case f.reason == health.ReasonNvidiaXID48Error:
 				f = m.dbe.xid48(f, ev.Device.PCI, observed)
 			}
-			report(monitor.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: observed})
+			report(detection.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: observed})
 		}
 	})
 }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check {
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check {
 	p := m.opts.CheckPeriod
-	checks := []monitor.Check{
+	checks := []detection.Check{
 		{
 			Name:    "nvidia-device-count",
 			Period:  p,
@@ -220,9 +220,9 @@ func (m *Monitor) Checks() []monitor.Check {
 	}
 	if src := m.opts.DCGM; src != nil {
 		checks = append(checks,
-			monitor.Check{Name: "nvidia-dcgm-health", Period: m.opts.DCGMPeriod, Reasons: dcgm.HealthReasons(),
+			detection.Check{Name: "nvidia-dcgm-health", Period: m.opts.DCGMPeriod, Reasons: dcgm.HealthReasons(),
 				Run: m.dcgmCheck(src.CheckHealth)},
-			monitor.Check{Name: "nvidia-dcgm-fields", Period: m.opts.DCGMPeriod, Reasons: dcgm.FieldReasons(),
+			detection.Check{Name: "nvidia-dcgm-fields", Period: m.opts.DCGMPeriod, Reasons: dcgm.FieldReasons(),
 				Run: m.dcgmCheck(src.CheckFields)},
 		)
 	}
@@ -230,34 +230,34 @@ func (m *Monitor) Checks() []monitor.Check {
 }
 
 // dcgmCheck adapts a DCGM source check to a monitor check.
-func (m *Monitor) dcgmCheck(run func(context.Context) ([]dcgm.Finding, error)) func(context.Context) ([]monitor.Finding, error) {
-	return func(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) dcgmCheck(run func(context.Context) ([]dcgm.Finding, error)) func(context.Context) ([]detection.Finding, error) {
+	return func(ctx context.Context) ([]detection.Finding, error) {
 		fs, err := run(ctx)
 		if err != nil || len(fs) == 0 {
 			return nil, err
 		}
 		now := m.env.Clock.Now()
-		out := make([]monitor.Finding, 0, len(fs))
+		out := make([]detection.Finding, 0, len(fs))
 		for _, f := range fs {
-			out = append(out, monitor.Finding{Reason: f.Reason, Message: f.Message, Subject: f.Subject, Severity: f.Severity, Observed: now})
+			out = append(out, detection.Finding{Reason: f.Reason, Message: f.Message, Subject: f.Subject, Severity: f.Severity, Observed: now})
 		}
 		return out, nil
 	}
 }
 
-func (m *Monitor) findings(specs []findingSpec) []monitor.Finding {
+func (m *Monitor) findings(specs []findingSpec) []detection.Finding {
 	if len(specs) == 0 {
 		return nil
 	}
 	now := m.env.Clock.Now()
-	out := make([]monitor.Finding, 0, len(specs))
+	out := make([]detection.Finding, 0, len(specs))
 	for _, f := range specs {
-		out = append(out, monitor.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: now})
+		out = append(out, detection.Finding{Reason: f.reason, Message: f.message, Subject: f.subject, Observed: now})
 	}
 	return out
 }
 
-func (m *Monitor) runDeviceCount(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runDeviceCount(ctx context.Context) ([]detection.Finding, error) {
 	nodes, err := accel.DeviceNodes(accel.DevDir(m.env.HostRoot), "nvidia")
 	if err != nil {
 		return nil, err
@@ -280,7 +280,7 @@ func (m *Monitor) runDeviceCount(ctx context.Context) ([]monitor.Finding, error)
 	return m.findings(evalDeviceCount(in)), nil
 }
 
-func (m *Monitor) runHealth(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runHealth(context.Context) ([]detection.Finding, error) {
 	drv, err := m.driver()
 	if err != nil {
 		return nil, fmt.Errorf("NVML unavailable, GPU health fields not read: %w", err)
@@ -319,7 +319,7 @@ func (m *Monitor) runHealth(context.Context) ([]monitor.Finding, error) {
 	return m.findings(specs), nil
 }
 
-func (m *Monitor) runFabricManager(context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runFabricManager(context.Context) ([]detection.Finding, error) {
 	nvswitches, err := accel.DeviceNodes(accel.DevDir(m.env.HostRoot), "nvidia-nvswitch")
 	if err != nil {
 		return nil, err

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -22,14 +22,14 @@ func kmsg(text string) logline.Line { return monitortest.Kernel(text, t0) }
 
 // match runs line through the monitor's compiled rules and Interpret, as the
 // agent does.
-func match(t testing.TB, line logline.Line) []monitor.Finding {
+func match(t testing.TB, line logline.Line) []detection.Finding {
 	t.Helper()
-	m := New(monitor.Env{}, Options{})
+	m := New(detection.Env{}, Options{})
 	matcher, err := rules.Compile(m.Rules())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []monitor.Finding
+	var out []detection.Finding
 	matcher.Match(line, func(mt logline.Match) { out = append(out, m.Interpret(mt)...) })
 	return out
 }
@@ -40,13 +40,13 @@ func match(t testing.TB, line logline.Line) []monitor.Finding {
 // catalog's messages for each XID; 63 is the row-remapper text quoted in
 // NVIDIA's A100 memory error management guide.
 func TestRules(t *testing.T) {
-	f := func(reason, subject, msg string) []monitor.Finding {
-		return []monitor.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
+	f := func(reason, subject, msg string) []detection.Finding {
+		return []detection.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
 	}
 	cases := []struct {
 		name string
 		line string
-		want []monitor.Finding
+		want []detection.Finding
 	}{
 		{"XID 79 fallen off the bus", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.",
 			f(health.ReasonNvidiaXID79Error, "0000:3b:00", "XID 79 (GPU has fallen off the bus) on GPU 0000:3b:00, pid 1234 (python): GPU has fallen off the bus.")},

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodemend.dev/nodemend/internal/mountinfo"
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // BenchmarkCheckRound is one round of every storage check on this machine:
@@ -17,7 +17,7 @@ import (
 // write+fsync+remove probe (in a temporary directory on the root
 // filesystem), PSI, and the NVMe sysfs scan (no NVMe here).
 func BenchmarkCheckRound(b *testing.B) {
-	m := New(monitor.Env{}, Options{ProbeDir: b.TempDir() + "/probe"})
+	m := New(detection.Env{}, Options{ProbeDir: b.TempDir() + "/probe"})
 	checks := m.Checks()
 	ctx := context.Background()
 	b.ReportAllocs()

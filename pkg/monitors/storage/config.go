@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // Config configures the storage monitor (StorageReady).
 type Config struct {
-	monitor.Switch `json:",inline"`
+	detection.Switch `json:",inline"`
 	// CheckInterval is the period of every storage check.
-	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	CheckInterval detection.Duration `json:"checkInterval,omitempty"`
 	// Filesystems are the host paths whose filesystems the node depends on:
 	// they must not turn read-only, shut down or fill up.
 	Filesystems []string `json:"filesystems,omitempty"`
@@ -19,27 +19,27 @@ type Config struct {
 	// writes and fsyncs a tiny file.
 	ProbeDir string `json:"probeDir,omitempty"`
 	// ProbeTimeout bounds the write probe and every statfs and NVMe ioctl.
-	ProbeTimeout monitor.Duration `json:"probeTimeout,omitempty"`
+	ProbeTimeout detection.Duration `json:"probeTimeout,omitempty"`
 	// XFSInterval is the period of the XFS free space check: long, because
 	// free space fragmentation builds up over days and each check reads
 	// every XFS filesystem's free space btrees.
-	XFSInterval monitor.Duration `json:"xfsInterval,omitempty"`
+	XFSInterval detection.Duration `json:"xfsInterval,omitempty"`
 }
 
 // DefaultConfig is the section used when the file leaves keys out. Only an
 // absent filesystems list takes the default: "filesystems: []" watches none.
 func DefaultConfig() Config {
-	return Config{Switch: monitor.Enabled(), CheckInterval: monitor.Seconds(30), ProbeTimeout: monitor.Seconds(10),
-		XFSInterval: monitor.Seconds(600), Filesystems: DefaultFilesystems(), ProbeDir: "/var/lib/nodemend/probe"}
+	return Config{Switch: detection.Enabled(), CheckInterval: detection.Seconds(30), ProbeTimeout: detection.Seconds(10),
+		XFSInterval: detection.Seconds(600), Filesystems: DefaultFilesystems(), ProbeDir: "/var/lib/nodemend/probe"}
 }
 
 // Validate checks the section.
 func (c Config) Validate(path string) []error {
-	errs := monitor.Errors(
-		monitor.MinPeriod(path+".checkInterval", c.CheckInterval),
-		monitor.MinPeriod(path+".probeTimeout", c.ProbeTimeout),
-		monitor.MinPeriod(path+".xfsInterval", c.XFSInterval),
-		monitor.NotLonger(path+".probeTimeout", c.ProbeTimeout, c.CheckInterval),
+	errs := detection.Errors(
+		detection.MinPeriod(path+".checkInterval", c.CheckInterval),
+		detection.MinPeriod(path+".probeTimeout", c.ProbeTimeout),
+		detection.MinPeriod(path+".xfsInterval", c.XFSInterval),
+		detection.NotLonger(path+".probeTimeout", c.ProbeTimeout, c.CheckInterval),
 	)
 	for i, p := range c.Filesystems {
 		if !filepath.IsAbs(p) {

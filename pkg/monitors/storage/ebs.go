@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // The EBS NVMe statistics log page. Source: Amazon EBS User Guide, "Amazon
@@ -123,7 +123,7 @@ type ebsVolume struct {
 	VolumeID   string // vol-0123456789abcdef0
 }
 
-func (m *Monitor) runEBS(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runEBS(ctx context.Context) ([]detection.Finding, error) {
 	vols, err := ebsVolumes(m.hostPath("sys/class/nvme"))
 	if err != nil {
 		return nil, err
@@ -162,7 +162,7 @@ func (m *Monitor) runEBS(ctx context.Context) ([]monitor.Finding, error) {
 			cur[dev] = st
 		}
 	}
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.ebs, fs = evalEBS(m.ebs, cur, ids, thr, now)
 	return fs, nil
 }
@@ -207,13 +207,13 @@ func volumeID(serial string) string {
 // reading and reports those that grew by at least their threshold (in
 // microseconds of throttled time). A first reading is a baseline; a counter
 // that went down (a new attachment, counters reset) starts a new one.
-func evalEBS(prev, cur map[string]ebsStats, ids map[string]string, thr map[string]float64, now time.Time) (map[string]ebsStats, []monitor.Finding) {
+func evalEBS(prev, cur map[string]ebsStats, ids map[string]string, thr map[string]float64, now time.Time) (map[string]ebsStats, []detection.Finding) {
 	devs := make([]string, 0, len(cur))
 	for d := range cur {
 		devs = append(devs, d)
 	}
 	slices.Sort(devs)
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	for _, d := range devs {
 		old, ok := prev[d]
 		if !ok {
@@ -236,7 +236,7 @@ func evalEBS(prev, cur map[string]ebsStats, ids map[string]string, thr map[strin
 			if float64(delta) < limit {
 				continue
 			}
-			fs = append(fs, monitor.Finding{
+			fs = append(fs, detection.Finding{
 				Reason: c.Reason,
 				Message: fmt.Sprintf("EBS volume %s (%s): %s for %v since the last check (%s %d → %d µs); I/O was throttled",
 					id, d, c.What, time.Duration(delta)*time.Microsecond, c.Name, o, v),

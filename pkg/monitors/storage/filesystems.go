@@ -19,8 +19,8 @@ import (
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/bytecount"
 	"nodemend.dev/nodemend/internal/mountinfo"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // mountinfoPath is PID 1's mount table: the host's, whatever mount
@@ -43,7 +43,7 @@ type fsState struct {
 	seenRW map[string]bool
 }
 
-func (m *Monitor) runMounts(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runMounts(ctx context.Context) ([]detection.Finding, error) {
 	views, err := bounded.Run(ctx, &m.mountsGuard, "reading "+mountinfoPath, m.opts.ProbeTimeout, m.readViews)
 	if err != nil {
 		return nil, err
@@ -58,14 +58,14 @@ func (m *Monitor) runMounts(ctx context.Context) ([]monitor.Finding, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.devices = devices
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.fs, fs = evalReadOnly(m.fs, views, now)
 	return fs, nil
 }
 
 // runSpace is its own check so that a statfs that hangs (an NFS server
 // gone) fails only the space verdict, never the read-only one.
-func (m *Monitor) runSpace(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runSpace(ctx context.Context) ([]detection.Finding, error) {
 	thr := m.env.Threshold(health.ReasonFilesystemNearFull)
 	if math.IsNaN(thr) || thr <= 0 || thr > 100 {
 		return nil, fmt.Errorf("%s: invalid threshold %v: want a percentage in (0, 100]", health.ReasonFilesystemNearFull, thr)
@@ -213,12 +213,12 @@ func usageOf(st unix.Statfs_t) usage {
 //
 // A filesystem mounted read-only from the start (an immutable root such as
 // Bottlerocket's) is how the node was built, not a fault.
-func evalReadOnly(prev fsState, views []fsView, now time.Time) (fsState, []monitor.Finding) {
+func evalReadOnly(prev fsState, views []fsView, now time.Time) (fsState, []detection.Finding) {
 	next := fsState{seenRW: map[string]bool{}}
 	for p := range prev.seenRW {
 		next.seenRW[p] = true
 	}
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	reported := map[string]bool{}
 	for _, v := range views {
 		mt := v.Mount
@@ -250,7 +250,7 @@ func evalReadOnly(prev fsState, views []fsView, now time.Time) (fsState, []monit
 		if v.Device != "" && !strings.HasSuffix(dev, "/"+v.Device) {
 			dev += " (" + v.Device + ")"
 		}
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonFilesystemReadOnly,
 			Message: fmt.Sprintf("%s filesystem %s on %s, holding %s, is read-only: %s",
 				mt.FSType, dev, mt.Point, strings.Join(slices.Compact(paths), ", "), why),
@@ -263,8 +263,8 @@ func evalReadOnly(prev fsState, views []fsView, now time.Time) (fsState, []monit
 
 // evalSpace reports FilesystemNearFull for each measured mount whose space
 // or inodes in use reach threshold percent.
-func evalSpace(us []usage, threshold float64, now time.Time) []monitor.Finding {
-	var fs []monitor.Finding
+func evalSpace(us []usage, threshold float64, now time.Time) []detection.Finding {
+	var fs []detection.Finding
 	for _, u := range us {
 		if u.Pseudo {
 			continue
@@ -279,7 +279,7 @@ func evalSpace(us []usage, threshold float64, now time.Time) []monitor.Finding {
 		if len(what) == 0 {
 			continue
 		}
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonFilesystemNearFull,
 			Message: fmt.Sprintf("filesystem on %s (holding %s) is nearly full: %s; threshold %g%%, before the kubelet's eviction thresholds",
 				u.Point, u.Paths, strings.Join(what, " and "), threshold),

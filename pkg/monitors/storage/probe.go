@@ -14,8 +14,8 @@ import (
 
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/mountinfo"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // probeFile is the one file the probe writes, in the agent's own
@@ -55,7 +55,7 @@ const (
 	probeHung
 )
 
-func (m *Monitor) runWriteProbe(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runWriteProbe(ctx context.Context) ([]detection.Finding, error) {
 	dir := m.hostPath(m.opts.ProbeDir)
 	write := m.writeProbe
 	if write == nil {
@@ -82,7 +82,7 @@ func (m *Monitor) runWriteProbe(ctx context.Context) ([]monitor.Finding, error) 
 	now := m.env.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fs []monitor.Finding
+	var fs []detection.Finding
 	m.probe, fs = evalProbe(m.probe, outcome, detail, dev, m.opts.ProbeDir, thr, now)
 	return fs, nil
 }
@@ -237,7 +237,7 @@ func errnoText(err error) string {
 // workload goes — so it starts the count over (IODelays reports the
 // congestion). A device the probe cannot see (no block device, unreadable
 // statistics) counts every hang, as before.
-func evalProbe(prev probeState, o probeOutcome, detail string, dev deviceIOs, dir string, threshold int, now time.Time) (probeState, []monitor.Finding) {
+func evalProbe(prev probeState, o probeOutcome, detail string, dev deviceIOs, dir string, threshold int, now time.Time) (probeState, []detection.Finding) {
 	switch o {
 	case probeFault:
 	case probeHung:
@@ -260,7 +260,7 @@ func evalProbe(prev probeState, o probeOutcome, detail string, dev deviceIOs, di
 	if next.failures < threshold {
 		return next, nil
 	}
-	return next, []monitor.Finding{{
+	return next, []detection.Finding{{
 		Reason: health.ReasonFilesystemNotWritable,
 		Message: fmt.Sprintf("cannot write and fsync a file in %s since %s (at least %d consecutive probes): %s",
 			dir, next.since.UTC().Format(time.RFC3339), threshold, detail),

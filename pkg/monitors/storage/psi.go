@@ -17,8 +17,8 @@ import (
 
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/textcut"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 const psiIOPath = "proc/pressure/io"
@@ -39,7 +39,7 @@ type psi struct {
 	HasFull    bool
 }
 
-func (m *Monitor) runIOPressure(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runIOPressure(ctx context.Context) ([]detection.Finding, error) {
 	const reason = health.ReasonIODelays
 	thr := m.env.Threshold(reason)
 	if math.IsNaN(thr) || thr <= 0 || thr > 100 {
@@ -128,11 +128,11 @@ func parsePct(s string) (float64, error) {
 // time ("full avg60"). A one-minute average is sustained by construction;
 // "some" is not used because one busy task waiting on its own disk makes it
 // high on a healthy node.
-func evalIOPressure(p psi, threshold float64, now time.Time) []monitor.Finding {
+func evalIOPressure(p psi, threshold float64, now time.Time) []detection.Finding {
 	if !p.HasFull || p.Full.Avg60 < threshold {
 		return nil
 	}
-	return []monitor.Finding{{
+	return []detection.Finding{{
 		Reason: health.ReasonIODelays,
 		Message: fmt.Sprintf("all non-idle tasks were stalled on I/O %.1f%% of the last minute (PSI io full avg60; avg10 %.1f%%, avg300 %.1f%%; some avg60 %.1f%%); threshold %g%%",
 			p.Full.Avg60, p.Full.Avg10, p.Full.Avg300, p.Some.Avg60, threshold),

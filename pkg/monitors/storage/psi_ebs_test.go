@@ -14,8 +14,8 @@ import (
 
 	"nodemend.dev/nodemend/internal/bounded"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 func TestParsePSI(t *testing.T) {
@@ -76,7 +76,7 @@ func TestIOPressureCheck(t *testing.T) {
 // report nothing and no error — the two behaviours the agent has on real
 // nodes, whichever this machine shows.
 func TestPSIThisMachine(t *testing.T) {
-	m := New(monitor.Env{HostRoot: "/"}, Options{})
+	m := New(detection.Env{HostRoot: "/"}, Options{})
 	fs, err := m.runIOPressure(t.Context())
 	data, readErr := os.ReadFile("/proc/pressure/io")
 	if errors.Is(readErr, os.ErrNotExist) || errors.Is(readErr, unix.EOPNOTSUPP) {

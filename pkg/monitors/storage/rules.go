@@ -3,9 +3,9 @@ package storage
 import (
 	"fmt"
 
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // kubeletUnit is the kubelet's systemd unit.
@@ -161,16 +161,16 @@ func Rules() []logline.Rule {
 	}
 }
 
-// Rules implements monitor.Monitor.
+// Rules implements detection.Monitor.
 func (m *Monitor) Rules() []logline.Rule { return Rules() }
 
-// Interpret implements monitor.Monitor. An XFS shutdown is Fatal only when
+// Interpret implements detection.Monitor. An XFS shutdown is Fatal only when
 // its device holds a configured path (the mount check keeps that map); a
 // shutdown of another device, a pod's volume for instance, is the
 // workload's problem and becomes a FilesystemError Warning.
-func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
+func (m *Monitor) Interpret(match logline.Match) []detection.Finding {
 	dev := match.Groups["dev"]
-	f := monitor.Finding{Reason: match.Reason, Message: match.Message, Observed: match.Line.Time, Subject: dev}
+	f := detection.Finding{Reason: match.Reason, Message: match.Message, Observed: match.Line.Time, Subject: dev}
 	switch match.Reason {
 	case health.ReasonKubeletDiskUsageSlow:
 		f.Subject = kubeletUnit
@@ -188,5 +188,5 @@ func (m *Monitor) Interpret(match logline.Match) []monitor.Finding {
 			f.Message = match.Message + " (no configured path is on it)"
 		}
 	}
-	return []monitor.Finding{f}
+	return []detection.Finding{f}
 }

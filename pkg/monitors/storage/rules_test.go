@@ -9,9 +9,9 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/monitortest"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/logline"
-	"nodemend.dev/nodemend/pkg/monitor"
 	"nodemend.dev/nodemend/pkg/rules"
 )
 
@@ -22,11 +22,11 @@ func journal(unit, text string) logline.Line { return monitortest.Unit(unit, tex
 type ruleCase struct {
 	name string
 	line logline.Line
-	want []monitor.Finding
+	want []detection.Finding
 }
 
-func finding(reason, subject, msg string) []monitor.Finding {
-	return []monitor.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
+func finding(reason, subject, msg string) []detection.Finding {
+	return []detection.Finding{{Reason: reason, Subject: subject, Message: msg, Observed: t0}}
 }
 
 // ruleCases are interpreted by a monitor whose mount check saw
@@ -184,7 +184,7 @@ func TestRules(t *testing.T) {
 	}
 	for _, tc := range ruleCases {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []monitor.Finding
+			var got []detection.Finding
 			mt.Match(tc.line, func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("line %q\n got %+v\nwant %+v", tc.line.Text, got, tc.want)
@@ -196,9 +196,9 @@ func TestRules(t *testing.T) {
 // TestShutdownBeforeTheMountCheck: until the mount check has run the
 // monitor cannot tell whose device it is, and errs on the Warning side.
 func TestShutdownBeforeTheMountCheck(t *testing.T) {
-	m := New(monitor.Env{HostRoot: t.TempDir()}, Options{})
+	m := New(detection.Env{HostRoot: t.TempDir()}, Options{})
 	mt, _ := rules.Compile(m.Rules())
-	var got []monitor.Finding
+	var got []detection.Finding
 	mt.Match(kmsg("XFS (nvme0n1p1): Log I/O Error Detected. Shutting down filesystem"), func(match logline.Match) { got = append(got, m.Interpret(match)...) })
 	if len(got) != 1 || got[0].Reason != health.ReasonFilesystemError {
 		t.Fatalf("%v", got)
@@ -218,7 +218,7 @@ func TestEveryRuleHasAPositiveCase(t *testing.T) {
 
 func TestRegistryCoverage(t *testing.T) {
 	// FilesystemError also comes from Interpret (XFS shutdown lines).
-	monitortest.RegistryCoverage(t, New(monitor.Env{HostRoot: t.TempDir()}, Options{}), health.StorageReady, health.ReasonFilesystemError)
+	monitortest.RegistryCoverage(t, New(detection.Env{HostRoot: t.TempDir()}, Options{}), health.StorageReady, health.ReasonFilesystemError)
 }
 
 // TestThisMachineRaisesNothing runs every check against the machine the
@@ -226,7 +226,7 @@ func TestRegistryCoverage(t *testing.T) {
 // here). The write probe writes in a temporary directory, not in
 // /var/lib/nodemend of this machine.
 func TestThisMachineRaisesNothing(t *testing.T) {
-	m := New(monitor.Env{}, Options{ProbeDir: t.TempDir() + "/probe"})
+	m := New(detection.Env{}, Options{ProbeDir: t.TempDir() + "/probe"})
 	for _, c := range m.Checks() {
 		for range 2 {
 			fs, err := c.Run(context.Background())

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"nodemend.dev/nodemend/internal/bounded"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // Name is the registry monitor name.
@@ -57,9 +57,9 @@ type Options struct {
 	FreeSpace FreeSpaceReader
 }
 
-// Monitor implements monitor.Monitor for StorageReady.
+// Monitor implements detection.Monitor for StorageReady.
 type Monitor struct {
-	env  monitor.Env
+	env  detection.Env
 	opts Options
 
 	probeGuard, psiGuard, mountsGuard, spaceGuard, xfsGuard bounded.Guard
@@ -82,12 +82,12 @@ type Monitor struct {
 	ebs     map[string]ebsStats
 }
 
-var _ monitor.Monitor = (*Monitor)(nil)
+var _ detection.Monitor = (*Monitor)(nil)
 
 // New builds the storage monitor. It touches nothing until its checks run.
-func New(env monitor.Env, opts Options) *Monitor {
+func New(env detection.Env, opts Options) *Monitor {
 	env = env.WithDefaults()
-	monitor.FillDefaults(&opts, DefaultConfig().Options())
+	detection.FillDefaults(&opts, DefaultConfig().Options())
 	if opts.LogPages == nil {
 		opts.LogPages = NVMeAdmin{}
 	}
@@ -104,13 +104,13 @@ func New(env monitor.Env, opts Options) *Monitor {
 	}
 }
 
-// Name implements monitor.Monitor.
+// Name implements detection.Monitor.
 func (m *Monitor) Name() string { return Name }
 
-// Checks implements monitor.Monitor.
-func (m *Monitor) Checks() []monitor.Check {
+// Checks implements detection.Monitor.
+func (m *Monitor) Checks() []detection.Check {
 	p := m.opts.Period
-	return []monitor.Check{
+	return []detection.Check{
 		{
 			Name:    "storage-mounts",
 			Period:  p,

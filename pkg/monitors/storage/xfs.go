@@ -18,8 +18,8 @@ import (
 	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/internal/mountinfo"
 	"nodemend.dev/nodemend/internal/textcut"
+	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitor"
 )
 
 // --- XFSSmallAverageClusterSize ----------------------------------------------
@@ -97,7 +97,7 @@ type freeSpace struct {
 	Average         float64
 }
 
-func (m *Monitor) runXFS(ctx context.Context) ([]monitor.Finding, error) {
+func (m *Monitor) runXFS(ctx context.Context) ([]detection.Finding, error) {
 	const reason = health.ReasonXFSSmallAverageClusterSize
 	thr := m.env.Threshold(reason)
 	if math.IsNaN(thr) || thr <= 0 {
@@ -215,15 +215,15 @@ type xfsSummary struct {
 // evalXFS reports each XFS filesystem whose average free extent is smaller
 // than threshold blocks. A filesystem without free extents is full, which
 // FilesystemNearFull reports; it is not fragmented.
-func evalXFS(sums []xfsSummary, threshold float64, now time.Time) []monitor.Finding {
-	var fs []monitor.Finding
+func evalXFS(sums []xfsSummary, threshold float64, now time.Time) []detection.Finding {
+	var fs []detection.Finding
 	for _, s := range sums {
 		if s.Free.Extents == 0 || s.Free.Average >= threshold {
 			continue
 		}
 		points := append([]string(nil), s.Dev.Points...)
 		sort.Strings(points)
-		fs = append(fs, monitor.Finding{
+		fs = append(fs, detection.Finding{
 			Reason: health.ReasonXFSSmallAverageClusterSize,
 			Message: fmt.Sprintf("XFS on /dev/%s (%s): the average free extent is %.1f blocks (threshold %g) over %d free extents, %d free blocks: "+
 				"free space is fragmented and file or inode allocation can fail with ENOSPC", s.Dev.Device, strings.Join(points, ", "),

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"nodemend.dev/nodemend/pkg/monitor"
+	"nodemend.dev/nodemend/pkg/detection"
 )
 
 // Config configures the nvidia monitor's DCGM source
@@ -36,7 +36,7 @@ type Config struct {
 	// agent shares the node's network).
 	HostEngine string `json:"hostEngine,omitempty"`
 	// CheckInterval is the period of the health watch and field checks.
-	CheckInterval monitor.Duration `json:"checkInterval,omitempty"`
+	CheckInterval detection.Duration `json:"checkInterval,omitempty"`
 }
 
 // ToolFrom says whose filesystem dcgmi comes from.
@@ -56,12 +56,12 @@ func (f ToolFrom) Valid() bool { return f == FromAuto || f == FromAgent || f == 
 
 // DefaultConfig is the section used when the file leaves keys out.
 func DefaultConfig() Config {
-	return Config{Mode: Auto, Dcgmi: "dcgmi", DcgmiFrom: FromAuto, CheckInterval: monitor.Duration{Duration: time.Minute}}
+	return Config{Mode: Auto, Dcgmi: "dcgmi", DcgmiFrom: FromAuto, CheckInterval: detection.Duration{Duration: time.Minute}}
 }
 
 // Validate checks the section.
 func (c Config) Validate(path string) []error {
-	errs := monitor.Errors(monitor.MinPeriod(path+".checkInterval", c.CheckInterval))
+	errs := detection.Errors(detection.MinPeriod(path+".checkInterval", c.CheckInterval))
 	if !c.Mode.Valid() {
 		errs = append(errs, fmt.Errorf("%s.mode: %q is not auto, required or off", path, c.Mode))
 	}
@@ -79,7 +79,7 @@ func (c Config) Validate(path string) []error {
 			if !filepath.IsAbs(strings.TrimPrefix(h, "unix://")) {
 				errs = append(errs, fmt.Errorf("%s.hostEngine: %q must be unix:// followed by an absolute socket path", path, h))
 			}
-		} else if strings.HasPrefix(h, "-") || !monitor.HostPort(h, false) {
+		} else if strings.HasPrefix(h, "-") || !detection.HostPort(h, false) {
 			errs = append(errs, fmt.Errorf("%s.hostEngine: %q is not host, host:port or unix:///path", path, h))
 		}
 	}

@@ -1,4 +1,4 @@
-package monitor
+package detection
 
 import (
 	"encoding/json"

@@ -1,7 +1,7 @@
-// Package monitor defines what a monitor is: log rules and periodic checks
+// Package detection defines what a monitor is: log rules and periodic checks
 // that produce findings for one condition type. Monitors never talk to the
 // Kubernetes API; the exporter turns their findings into conditions and events.
-package monitor
+package detection
 
 import (
 	"context"
