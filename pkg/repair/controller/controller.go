@@ -8,9 +8,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -193,10 +197,16 @@ type Reconciler struct {
 	mapper    meta.RESTMapper
 	drainer   workflow.Drainer
 	recorder  recorder.EventRecorder
-	backends  backend.Registry
-	pools     pool.Resolver
-	metrics   *metrics.Metrics
-	wake      *wake.Scheduler[string]
+	// events, instance, sentOwn and log write the events that must not
+	// fold into another's series (events.go, sendOwn).
+	events   eventsv1client.EventsV1Interface
+	instance string
+	sentOwn  atomic.Uint64
+	log      logr.Logger
+	backends backend.Registry
+	pools    pool.Resolver
+	metrics  *metrics.Metrics
+	wake     *wake.Scheduler[string]
 	// watched are the served versions of the kinds the backends pool
 	// nodes by (backends.Watches: Cluster API Machines); none when no
 	// engine that needs them is installed.
@@ -276,6 +286,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		mapper:    mgr.GetRESTMapper(),
 		drainer:   workflow.Drainer{Client: cs},
 		recorder:  mgr.GetEventRecorder(Name),
+		events:    cs.EventsV1(),
+		instance:  Name + "-" + hostname(),
+		log:       mgr.GetLogger().WithName(Name),
 		pools:     backends.Pools(opts.PoolLabel),
 		inflight:  map[string]inflight{},
 		blocked:   map[string]blockedAt{},
@@ -406,4 +419,11 @@ func (r *Reconciler) cancelWake(node string) {
 	if r.wake != nil {
 		r.wake.Cancel(node)
 	}
+}
+
+// hostname names this replica in its events' reportingInstance, as the
+// events library does (nodemend-repair-HOSTNAME).
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }

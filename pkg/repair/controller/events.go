@@ -1,13 +1,16 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/reference"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/health"
@@ -99,7 +102,53 @@ func (r *Reconciler) due(ev event) bool {
 // note is bounded: the API server refuses an Event whose note is over 1 kB,
 // and notes quote error messages and policies.
 func (r *Reconciler) send(ev event) {
-	r.recorder.AnnotatedEventf(ev.regarding, ev.related, ev.record.Annotations(), ev.eventType, ev.reason, ev.action, "%s", health.BoundMessage(ev.note))
+	note := health.BoundMessage(ev.note)
+	if ev.reason == history.Blocked && r.events != nil {
+		r.sendOwn(ev, note)
+		return
+	}
+	r.recorder.AnnotatedEventf(ev.regarding, ev.related, ev.record.Annotations(), ev.eventType, ev.reason, ev.action, "%s", note)
+}
+
+// sendOwn creates ev as an Event of its own, beside the events library
+// (client-go tools/events), which folds an event into the series of an
+// earlier one with the same type, reason, action and objects for six
+// minutes whatever its note says: a node blocked by its pool and then by the
+// pause kept only the pool's message. A blocked state is emitted once
+// (dedupe), so each one is worth its own Event. It is written as the
+// library writes (reported by nodemend-repair from this host, in the
+// default namespace for a cluster-scoped object), in the background with
+// the manager's clients, which hold it through an API outage.
+func (r *Reconciler) sendOwn(ev event, note string) {
+	ref, err := reference.GetReference(r.client.Scheme(), ev.regarding)
+	if err != nil {
+		r.recorder.AnnotatedEventf(ev.regarding, ev.related, ev.record.Annotations(), ev.eventType, ev.reason, ev.action, "%s", note)
+		return
+	}
+	now := r.opts.Clock.Now()
+	ns := ref.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	e := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()+int64(r.sentOwn.Add(1))), Namespace: ns,
+			Annotations: ev.record.Annotations()},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: Name,
+		ReportingInstance:   r.instance,
+		Action:              ev.action,
+		Reason:              ev.reason,
+		Regarding:           *ref,
+		Note:                note,
+		Type:                ev.eventType,
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := r.events.Events(ns).Create(ctx, e, metav1.CreateOptions{}); err != nil {
+			r.log.Error(err, "could not write event", "reason", ev.reason, "regarding", ref.Name)
+		}
+	}()
 }
 
 // dedupe remembers, per subject (a node's name, "policy/NAME", "pool/KEY")
@@ -341,10 +390,9 @@ func blockedEvent(regarding runtime.Object, subject, key string, d gate.Decision
 	if g != nil && (d.Gate == gate.Pool || d.Gate == gate.Zone) {
 		rec.Pool = poolOf(g.pool)
 	}
-	// The breaker's hold is its own action: the events library folds an
-	// event into the series of an earlier one with the same reason and
-	// action whatever its note says, and "back under, waiting its turn"
-	// must not read as the pool's "over" it follows.
+	// The breaker's hold is its own action, so that tools tell it from
+	// the pool's "over" it follows (each blocked state is an Event of
+	// its own: send).
 	action := "Gate"
 	if d.Gate == gate.Metered {
 		action = "Meter"

@@ -249,3 +249,17 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("%d NodeRepairWouldStart events, want 1", len(evs))
 	}
 }
+
+// A node blocked for one reason and then another gets two NodeRepairBlocked
+// events, each with its own message: the events library folds an event
+// into the series of an earlier one with the same reason and action within
+// minutes whatever its note says, and the second reason was lost.
+func TestChangedBlockedMessageIsRecorded(t *testing.T) {
+	h := start(t)
+	nodes := h.karpenterPool("fold", 10)
+	h.advanceTo(h.expire(nodes[0], nodes[1], nodes[2]))
+	h.waitEvent(nodes[0], "NodeRepairBlocked", "3 of 10 nodes unhealthy")
+	h.pause("a maintenance window")
+	h.advance(5 * time.Minute) // the re-check
+	h.waitEvent(nodes[0], "NodeRepairBlocked", "a maintenance window")
+}
