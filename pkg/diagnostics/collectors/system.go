@@ -14,7 +14,7 @@ func journalUnits() []string {
 	return []string{"kubelet", "containerd", "crio", "docker", "nodemend-agent"}
 }
 
-// system lists the system category's collectors; each of its own makes lives in a
+// system lists the system category's collectors; those made here live in a
 // file of its own: journal.go, processes.go, sysctl.go, cgroups.go.
 func system(e *Env) []collect.Collector {
 	var cs []collect.Collector
