@@ -44,10 +44,10 @@ func Output(ctx context.Context, t Tool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &limitedBuffer{limit: t.Limit}
+	out := &LimitedBuffer{Limit: t.Limit}
 	cmd.Stdout = out
 	err = cmd.Run()
-	if out.over {
+	if out.Over() {
 		return nil, fmt.Errorf("%s: %w (%d bytes)", filepath.Base(t.Path), ErrOutputTooLarge, t.Limit)
 	}
 	if err := toolError(ctx, t, err, stderr); err != nil {
@@ -95,24 +95,30 @@ func toolError(ctx context.Context, t Tool, err error, stderr *Tail) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-// limitedBuffer keeps at most limit bytes (0: no limit) and remembers that
-// more came. It has no ReadFrom (the buffer is a field, not embedded), so
-// that io.Copy goes through Write and the limit.
-type limitedBuffer struct {
+// LimitedBuffer keeps a child's output up to Limit bytes (0: no limit);
+// a write past it fails, which ends the copy of the child's output, and
+// Over says so. It has no ReadFrom or WriteString (the buffer is a field,
+// not embedded), so that io.Copy and every writer go through Write and the
+// limit.
+type LimitedBuffer struct {
+	Limit int
 	buf   bytes.Buffer
-	limit int
 	over  bool
 }
 
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.limit > 0 && b.buf.Len()+len(p) > b.limit {
+func (b *LimitedBuffer) Write(p []byte) (int, error) {
+	if b.Limit > 0 && b.buf.Len()+len(p) > b.Limit {
 		b.over = true
 		return 0, ErrOutputTooLarge
 	}
 	return b.buf.Write(p)
 }
 
-func (b *limitedBuffer) Bytes() []byte { return b.buf.Bytes() }
+// Bytes is what was kept.
+func (b *LimitedBuffer) Bytes() []byte { return b.buf.Bytes() }
+
+// Over reports whether a write went past Limit (and was refused).
+func (b *LimitedBuffer) Over() bool { return b.over }
 
 // maxLine bounds one line of a tool's output.
 const maxLine = 1 << 20

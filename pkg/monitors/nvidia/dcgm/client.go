@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"nodemend.dev/nodemend/internal/childproc"
 	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/textcut"
 )
@@ -131,9 +132,9 @@ func (c *Client) run(ctx context.Context, limit int64, args ...string) ([]byte, 
 	if c.HostEngine != "" {
 		args = append(args, "--host", c.HostEngine)
 	}
-	out := &capped{limit: limit}
+	out := &childproc.LimitedBuffer{Limit: int(limit)}
 	err = runner.Run(ctx, c.tool(), args, out)
-	if out.over {
+	if out.Over() {
 		return nil, fmt.Errorf("dcgmi %s printed more than %d bytes", args[0], limit)
 	}
 	if isUnreachable(out.Bytes()) {
@@ -243,22 +244,3 @@ func (c *Client) Diag(ctx context.Context, level int, timeout time.Duration) (Di
 	}
 	return r, out, nil
 }
-
-// capped keeps at most limit bytes and then fails the writes, which ends
-// the copy of the child's output. (It does not embed bytes.Buffer, whose
-// WriteString and ReadFrom would bypass the limit.)
-type capped struct {
-	buf   bytes.Buffer
-	limit int64
-	over  bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if int64(c.buf.Len()+len(p)) > c.limit {
-		c.over = true
-		return 0, errors.New("output too large")
-	}
-	return c.buf.Write(p)
-}
-
-func (c *capped) Bytes() []byte { return c.buf.Bytes() }
