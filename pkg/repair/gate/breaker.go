@@ -36,6 +36,12 @@ const Metered Gate = "Metered"
 type Breaker struct {
 	mu     sync.Mutex
 	groups map[string]*backlog
+	// held are the waiting nodes whose last decision was a block (their
+	// pool or their zone over). They keep their place in every backlog for
+	// when they are let through, but hold no one back meanwhile: a node its
+	// pool holds must not keep its zone's other nodes, in pools under their
+	// threshold, waiting behind it for as long as its pool is over.
+	held map[string]string // node → the key of the group over its threshold
 }
 
 // backlog is one group's (a pool's or a zone's) waiting nodes.
@@ -44,10 +50,11 @@ type backlog struct {
 }
 
 // NewBreaker returns a breaker with no backlog.
-func NewBreaker() *Breaker { return &Breaker{groups: map[string]*backlog{}} }
+func NewBreaker() *Breaker { return &Breaker{groups: map[string]*backlog{}, held: map[string]string{}} }
 
 // Admit passes d, the gates' decision for node (due since due, counted in
-// the groups named by keys: its pool's, its zone's), through the breaker.
+// the groups named by keys: its pool's, then its zone's, if it has one),
+// through the breaker.
 // acquire takes node's drain slot (its turn to drain, held for the drain
 // that follows the start); it is called only for the node whose turn it is,
 // so that the slots' own queue keeps the backlog's order.
@@ -59,12 +66,14 @@ func (b *Breaker) Admit(node string, keys []string, due time.Time, d Decision, a
 		for _, k := range keys {
 			b.group(k).due[node] = due
 		}
+		b.held[node] = blocking(keys, d.Gate)
 		d.Message += "; repairs already started go on, and the ones that waited start one drain slot at a time, oldest first, once it is back under"
 		return d
 	case None:
 	default:
 		return d // veto and pause are a person's, not the breaker's
 	}
+	delete(b.held, node)
 	ahead, of, waitingIn := 0, 0, ""
 	for _, k := range keys {
 		g := b.groups[k]
@@ -74,7 +83,7 @@ func (b *Breaker) Admit(node string, keys []string, due time.Time, d Decision, a
 		if !g.has(node) {
 			g.due[node] = due
 		}
-		if n := g.ahead(node); n > ahead || waitingIn == "" {
+		if n := g.ahead(node, k, b.held); n > ahead || waitingIn == "" {
 			ahead, of, waitingIn = n, len(g.due), k
 		}
 	}
@@ -114,6 +123,7 @@ func (b *Breaker) Waiting(key string) int {
 }
 
 func (b *Breaker) forgetLocked(node string) bool {
+	delete(b.held, node)
 	was := false
 	for k, g := range b.groups {
 		if g.has(node) {
@@ -140,12 +150,14 @@ func (g *backlog) has(node string) bool { _, ok := g.due[node]; return ok }
 
 // ahead counts the nodes of the backlog before node: due earlier, or at the
 // same time with a smaller name (a total order, the same in every group, so
-// that the oldest node of a pool and a zone is first in both).
-func (g *backlog) ahead(node string) int {
+// that the oldest node of a pool and a zone is first in both), leaving out
+// the ones another group holds (Breaker.held): those held by this group
+// itself wait on the same threshold and keep their turn.
+func (g *backlog) ahead(node, key string, held map[string]string) int {
 	mine := g.due[node]
 	n := 0
 	for other, t := range g.due {
-		if other != node && cmp.Or(t.Compare(mine), cmp.Compare(other, node)) < 0 {
+		if other != node && !heldElsewhere(held, other, key) && cmp.Or(t.Compare(mine), cmp.Compare(other, node)) < 0 {
 			n++
 		}
 	}
@@ -158,11 +170,42 @@ func (g *backlog) ahead(node string) int {
 func (b *Breaker) Heads(keys []string) []string {
 	var out []string
 	for _, k := range keys {
-		if l := b.Backlog(k); len(l) > 0 && !slices.Contains(out, l[0]) {
-			out = append(out, l[0])
+		for _, n := range b.Backlog(k) {
+			if b.heldElsewhere(n, k) {
+				continue // its own gate holds it; the next one's turn
+			}
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+			break
 		}
 	}
 	return out
+}
+
+func (b *Breaker) heldElsewhere(node, key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return heldElsewhere(b.held, node, key)
+}
+
+// heldElsewhere reports whether node's last decision was a block by a group
+// other than key's.
+func heldElsewhere(held map[string]string, node, key string) bool {
+	by, ok := held[node]
+	return ok && by != key
+}
+
+// blocking is the key of the group whose gate blocked: keys are the node's
+// pool's, then its zone's (Admit).
+func blocking(keys []string, g Gate) string {
+	if g == Zone && len(keys) > 1 {
+		return keys[1]
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
 }
 
 // Groups are the keys of the groups that have a backlog now, sorted.

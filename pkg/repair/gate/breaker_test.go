@@ -314,3 +314,35 @@ func TestBreakerPoolAndZoneAgree(t *testing.T) {
 		t.Fatal("backlogs not emptied")
 	}
 }
+
+// A node its own pool holds keeps no one else waiting: s waits in its
+// pool's and its zone's backlogs while pool p is over, and g, due later in
+// the same zone but in a pool under its threshold, starts (with a drain
+// slot) instead of waiting behind s for as long as p stays over. s keeps
+// its place: once p is back under, it is ahead of a node of p due after it.
+func TestBreakerANodeHeldByItsPoolHoldsNoOneInItsZone(t *testing.T) {
+	b := gate.NewBreaker()
+	t0 := time.Unix(1000, 0)
+	yes := func() bool { return true }
+	ok := gate.Decision{Allowed: true, Message: "ok"}
+	// Zone z was over: g waited there, and s too.
+	zoneOver := gate.Decision{Gate: gate.Zone, Message: "zone z over"}
+	b.Admit("s", []string{"pool/p", "zone/z"}, t0, zoneOver, nil)
+	b.Admit("g", []string{"pool/q", "zone/z"}, t0.Add(time.Second), zoneOver, nil)
+	// Zone z back under, pool p now over: s is held by its pool.
+	b.Admit("s", []string{"pool/p", "zone/z"}, t0, gate.Decision{Gate: gate.Pool, Message: "pool p over"}, nil)
+	if got := b.Heads([]string{"pool/q", "zone/z"}); !slices.Equal(got, []string{"g"}) {
+		t.Errorf("heads %v, want [g]: s is not the one to wake while its pool holds it", got)
+	}
+	if d := b.Admit("g", []string{"pool/q", "zone/z"}, t0.Add(time.Second), ok, yes); !d.Allowed {
+		t.Fatalf("g waits behind a node its pool holds: %+v", d)
+	}
+	// p back under: s first, before a node of p due after it.
+	b.Admit("n", []string{"pool/p", "zone/z"}, t0.Add(time.Minute), gate.Decision{Gate: gate.Pool, Message: "pool p over"}, nil)
+	if d := b.Admit("n", []string{"pool/p", "zone/z"}, t0.Add(time.Minute), ok, yes); d.Allowed || !strings.Contains(d.Message, "1 ahead") {
+		t.Fatalf("n, due after s: %+v", d)
+	}
+	if d := b.Admit("s", []string{"pool/p", "zone/z"}, t0, ok, yes); !d.Allowed {
+		t.Fatalf("s, the oldest, once its pool is under: %+v", d)
+	}
+}
