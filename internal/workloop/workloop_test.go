@@ -118,6 +118,26 @@ func run(t *testing.T, l *Loop) func() {
 	}
 }
 
+// loop builds a Loop over the ConfigMaps of ns whose Sync records each key
+// in s (and whether Store held its object) and then returns result(key);
+// cfg brings the rest (Deletes, Synced).
+func (s *syncs) loop(t *testing.T, c kubernetes.Interface, ns string, cfg Config, result func(key string) error) *Loop {
+	var l *Loop
+	cfg.Name, cfg.ListWatch, cfg.Object = "ConfigMap", configMaps(c, ns), &corev1.ConfigMap{}
+	cfg.RetryInitial, cfg.RetryMax, cfg.Log = time.Millisecond, 10*time.Millisecond, testr.New(t)
+	cfg.Ready = func() { s.mu.Lock(); s.ready = true; s.mu.Unlock() }
+	cfg.Sync = func(_ context.Context, key string) error {
+		_, present, err := l.Store().GetByKey(key)
+		if err != nil {
+			return err
+		}
+		s.record(key, present)
+		return result(key)
+	}
+	l = New(cfg)
+	return l
+}
+
 // An object there before the loop starts is synced after Ready, one added
 // later is synced, a failed sync is retried until it succeeds, and without
 // Deletes a deletion syncs nothing.
@@ -125,24 +145,13 @@ func TestLoopSyncsRetriesAndIgnoresDeletes(t *testing.T) {
 	c, ns := startEnv(t)
 	create(t, c, ns, "before")
 	s := newSyncs()
-	var l *Loop
 	failures := map[string]int{ns + "/flaky": 2}
-	l = New(Config{
-		Name: "ConfigMap", ListWatch: configMaps(c, ns), Object: &corev1.ConfigMap{},
-		RetryInitial: time.Millisecond, RetryMax: 10 * time.Millisecond, Log: testr.New(t),
-		Ready: func() { s.mu.Lock(); s.ready = true; s.mu.Unlock() },
-		Sync: func(_ context.Context, key string) error {
-			_, present, err := l.Store().GetByKey(key)
-			if err != nil {
-				return err
-			}
-			s.record(key, present)
-			if failures[key] > 0 {
-				failures[key]-- // one worker: no other Sync runs beside this one
-				return errors.New("not yet")
-			}
-			return nil
-		},
+	l := s.loop(t, c, ns, Config{}, func(key string) error {
+		if failures[key] > 0 {
+			failures[key]-- // one worker: no other Sync runs beside this one
+			return errors.New("not yet")
+		}
+		return nil
 	})
 	stop := run(t, l)
 	defer stop()
@@ -178,19 +187,8 @@ func TestLoopSyncsADeletionWhenAsked(t *testing.T) {
 	c, ns := startEnv(t)
 	create(t, c, ns, "doomed")
 	s := newSyncs()
-	var l *Loop
 	synced := make(chan string, 10)
-	l = New(Config{
-		Name: "ConfigMap", ListWatch: configMaps(c, ns), Object: &corev1.ConfigMap{}, Deletes: true,
-		RetryInitial: time.Millisecond, RetryMax: 10 * time.Millisecond, Log: testr.New(t),
-		Ready: func() { s.mu.Lock(); s.ready = true; s.mu.Unlock() },
-		Sync: func(_ context.Context, key string) error {
-			_, present, err := l.Store().GetByKey(key)
-			s.record(key, present)
-			return err
-		},
-		Synced: func(key string) { synced <- key },
-	})
+	l := s.loop(t, c, ns, Config{Deletes: true, Synced: func(key string) { synced <- key }}, func(string) error { return nil })
 	stop := run(t, l)
 	defer stop()
 	if got, want := s.next(t), ns+"/doomed present"; got != want {

@@ -168,10 +168,12 @@ func (g *backlog) ahead(node, key string, held map[string]string) int {
 // wakes them after a start or when a drain slot frees, so that the backlog
 // drains at the slots' rate rather than at its recheck interval.
 func (b *Breaker) Heads(keys []string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var out []string
 	for _, k := range keys {
-		for _, n := range b.Backlog(k) {
-			if b.heldElsewhere(n, k) {
+		for _, n := range b.backlogLocked(k) {
+			if heldElsewhere(b.held, n, k) {
 				continue // its own gate holds it; the next one's turn
 			}
 			if !slices.Contains(out, n) {
@@ -181,12 +183,6 @@ func (b *Breaker) Heads(keys []string) []string {
 		}
 	}
 	return out
-}
-
-func (b *Breaker) heldElsewhere(node, key string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return heldElsewhere(b.held, node, key)
 }
 
 // heldElsewhere reports whether node's last decision was a block by a group
@@ -224,6 +220,10 @@ func (b *Breaker) Groups() []string {
 func (b *Breaker) Backlog(key string) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.backlogLocked(key)
+}
+
+func (b *Breaker) backlogLocked(key string) []string {
 	g := b.groups[key]
 	if g == nil {
 		return nil

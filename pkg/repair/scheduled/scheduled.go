@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,14 +49,7 @@ const Fresh = 70 * time.Minute
 var Reasons = []string{health.ReasonScheduledMaintenance, health.ReasonSpotInterruption}
 
 // IsReason reports whether reason is one of Reasons.
-func IsReason(reason string) bool {
-	for _, r := range Reasons {
-		if r == reason {
-			return true
-		}
-	}
-	return false
-}
+func IsReason(reason string) bool { return slices.Contains(Reasons, reason) }
 
 // Report is a scheduled event as the node's agent last reported it.
 type Report struct {
