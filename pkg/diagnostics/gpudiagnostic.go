@@ -59,9 +59,8 @@ func GPUDiagnosticFileName(name string, t time.Time) string {
 // runGPUDiagnostic runs the diagnostic of obj, one at a time on the node: a
 // second request waits (Pending) for the first, as the host engine runs one
 // diagnostic at a time anyway and two would measure each other.
-func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnostic, attempts int32) error {
+func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnostic, a attempt) error {
 	spec := obj.Spec.GPUDiagnostic
-	gen := obj.Generation
 	level := spec.Level
 	if level == 0 {
 		level = 1
@@ -71,7 +70,7 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		timeout = spec.Timeout.Duration
 	}
 	fail := func(reason, msg string) error {
-		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+		return r.finishGPU(ctx, a, func(s *v1alpha1.GPUDiagnosticStatus) {
 			s.State, s.Message, s.Level = v1alpha1.CaptureFailed, msg, level
 		}, reason)
 	}
@@ -82,9 +81,9 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	select {
 	case r.gpuSlot <- struct{}{}:
 	default:
-		if err := r.updateStatus(ctx, obj.Name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
+		if err := r.updateStatus(ctx, a, func(s *v1alpha1.NodeDiagnosticStatus) {
 			gs := gpuStatus(s)
-			gs.State, gs.Generation, gs.Level = v1alpha1.CapturePending, gen, level
+			gs.State, gs.Generation, gs.Level = v1alpha1.CapturePending, a.gen, level
 			gs.Message = "waiting for another GPU diagnostic on this node to finish"
 		}); err != nil {
 			return err
@@ -98,7 +97,7 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	defer func() { <-r.gpuSlot }()
 
 	msg := fmt.Sprintf("running DCGM diagnostic level %d (timeout %v)", level, timeout)
-	if err := r.start(ctx, obj.Name, gen, kindGPU, attempts, msg, nil); err != nil {
+	if err := r.start(ctx, a, msg, nil); err != nil {
 		return err
 	}
 	started := r.opts.Clock.Now()
@@ -133,22 +132,22 @@ func (r *Runner) runGPUDiagnostic(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	case errors.Is(err, ErrGPUDiagnosticsUnavailable):
 		return fail("GPUDiagnosticsUnavailable", textcut.Ellipsis(err.Error(), 1024))
 	case timedOut:
-		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+		return r.finishGPU(ctx, a, func(s *v1alpha1.GPUDiagnosticStatus) {
 			record(s)
 			s.State, s.Message = v1alpha1.CaptureFailed, fmt.Sprintf("the diagnostic did not finish within %v", timeout)
 		}, "Timeout")
 	case err != nil:
-		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+		return r.finishGPU(ctx, a, func(s *v1alpha1.GPUDiagnosticStatus) {
 			record(s)
 			s.State, s.Message = v1alpha1.CaptureFailed, textcut.Ellipsis(err.Error(), 1024)
 		}, "DiagnosticFailed")
 	case res.RuntimeError != "":
-		return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+		return r.finishGPU(ctx, a, func(s *v1alpha1.GPUDiagnosticStatus) {
 			record(s)
 			s.State, s.Message = v1alpha1.CaptureFailed, textcut.Ellipsis("the diagnostic did not run: "+res.RuntimeError, 1024)
 		}, "DiagnosticNotRun")
 	}
-	return r.finishGPU(ctx, obj.Name, gen, func(s *v1alpha1.GPUDiagnosticStatus) {
+	return r.finishGPU(ctx, a, func(s *v1alpha1.GPUDiagnosticStatus) {
 		record(s)
 		s.State, s.Result = v1alpha1.CaptureCompleted, v1alpha1.GPUDiagnosticPass
 		if !res.Passed {
@@ -204,8 +203,8 @@ func (e redactedError) Unwrap() error { return e.err }
 
 // finishGPU writes the diagnostic's final state: its capture status through
 // finish, and the GPU fields.
-func (r *Runner) finishGPU(ctx context.Context, name string, gen int64, mutate func(*v1alpha1.GPUDiagnosticStatus), reason string) error {
-	return r.finishWith(ctx, name, gen, kindGPU, func(s *v1alpha1.NodeDiagnosticStatus) {
+func (r *Runner) finishGPU(ctx context.Context, a attempt, mutate func(*v1alpha1.GPUDiagnosticStatus), reason string) error {
+	return r.finishWith(ctx, a, func(s *v1alpha1.NodeDiagnosticStatus) {
 		gs := gpuStatus(s)
 		gs.Result, gs.FailedTests = "", nil
 		mutate(gs)

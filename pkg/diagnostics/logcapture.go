@@ -50,16 +50,15 @@ func diagnosticFileName(name string, t time.Time, suffix string) string {
 
 // runLogCapture makes a bundle and delivers it. A cancelled capture (object
 // deleted or changed, agent stopping) writes no final status.
-func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic, attempts int32) error {
+func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic, a attempt) error {
 	spec := obj.Spec.LogCapture
-	gen := obj.Generation
 	dest := spec.Destination
 	if dest == "" {
 		dest = v1alpha1.DestinationNode
 	}
 	if dest != v1alpha1.DestinationNode {
 		if err := r.opts.Uploader.Check(dest); err != nil {
-			return r.finish(ctx, obj.Name, gen, kindLogs, func(cs *v1alpha1.CaptureStatus) {
+			return r.finish(ctx, a, func(cs *v1alpha1.CaptureStatus) {
 				cs.State, cs.Message = v1alpha1.CaptureFailed, err.Error()
 			}, "UploadRefused")
 		}
@@ -67,7 +66,7 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 	// A GPU diagnostic of the same object goes into the bundle: wait for it.
 	var gpuFile string
 	if obj.Spec.GPUDiagnostic != nil {
-		if err := r.start(ctx, obj.Name, gen, kindLogs, attempts, "waiting for the GPU diagnostic of this object to finish", nil); err != nil {
+		if err := r.start(ctx, a, "waiting for the GPU diagnostic of this object to finish", nil); err != nil {
 			return err
 		}
 		f, err := r.gpuOutput(ctx, obj)
@@ -92,21 +91,21 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 	}
 	cs := r.opts.Collectors(env, spec.Categories)
 	total := int32(len(cs))
-	if err := r.start(ctx, obj.Name, gen, kindLogs, attempts, fmt.Sprintf("collecting: 0/%d collectors done", total),
+	if err := r.start(ctx, a, fmt.Sprintf("collecting: 0/%d collectors done", total),
 		func(c *v1alpha1.CaptureStatus) { c.CollectorsTotal = total }); err != nil {
 		return err
 	}
 
 	fileName := BundleFileName(obj.Name, now)
 	partial := filepath.Join(r.opts.OutputDir, "."+fileName+partialSuffix)
-	res, err := r.writeBundle(ctx, obj, env, cs, partial, strings.TrimSuffix(fileName, ".tar.gz"))
+	res, err := r.writeBundle(ctx, a, obj, env, cs, partial, strings.TrimSuffix(fileName, ".tar.gz"))
 	if ctx.Err() != nil {
 		_ = os.Remove(partial)
 		return ctx.Err()
 	}
 	if err != nil {
 		_ = os.Remove(partial)
-		return r.finish(ctx, obj.Name, gen, kindLogs, func(c *v1alpha1.CaptureStatus) {
+		return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 			c.State, c.Message = v1alpha1.CaptureFailed, "writing the bundle: "+err.Error()
 		}, "BundleFailed")
 	}
@@ -117,12 +116,12 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 		final := filepath.Join(r.opts.OutputDir, fileName)
 		if err := os.Rename(partial, final); err != nil {
 			_ = os.Remove(partial)
-			return r.finish(ctx, obj.Name, gen, kindLogs, func(c *v1alpha1.CaptureStatus) {
+			return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 				c.State, c.Message = v1alpha1.CaptureFailed, err.Error()
 			}, "BundleFailed")
 		}
 		expiry := metav1.NewTime(r.opts.Clock.Now().Add(r.opts.Retention))
-		return r.finish(ctx, obj.Name, gen, kindLogs, func(c *v1alpha1.CaptureStatus) {
+		return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 			c.State, c.FileName, c.SizeBytes, c.Truncated, c.Errors = v1alpha1.CaptureCompleted, fileName, res.size, res.truncated, errs
 			c.CollectorsDone, c.ExpiryTime = total, &expiry
 			c.Message = fmt.Sprintf("%s; on the node until %s at /api/v1/nodes/%s/proxy/logs/nodemend/%s",
@@ -130,7 +129,7 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 		}, "Completed")
 	}
 
-	if err := r.start(ctx, obj.Name, gen, kindLogs, attempts, fmt.Sprintf("uploading %d bytes", res.size), func(c *v1alpha1.CaptureStatus) {
+	if err := r.start(ctx, a, fmt.Sprintf("uploading %d bytes", res.size), func(c *v1alpha1.CaptureStatus) {
 		c.CollectorsTotal, c.CollectorsDone, c.SizeBytes = total, total, res.size
 	}); err != nil {
 		_ = os.Remove(partial)
@@ -146,7 +145,7 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 		if errors.Is(err, upload.ErrRefused) {
 			reason = "UploadRefused"
 		}
-		return r.finish(ctx, obj.Name, gen, kindLogs, func(c *v1alpha1.CaptureStatus) {
+		return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 			c.State, c.Message, c.Errors = v1alpha1.CaptureFailed, err.Error(), errs
 		}, reason)
 	}
@@ -154,7 +153,7 @@ func (r *Runner) runLogCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic
 	if i := strings.Index(host, "://"); i >= 0 {
 		host = strings.SplitN(host[i+3:], "/", 2)[0]
 	}
-	return r.finish(ctx, obj.Name, gen, kindLogs, func(c *v1alpha1.CaptureStatus) {
+	return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 		c.State, c.SizeBytes, c.Truncated, c.Errors = v1alpha1.CaptureCompleted, sent, res.truncated, errs
 		c.CollectorsTotal, c.CollectorsDone = total, total
 		c.Message = fmt.Sprintf("%s; uploaded to %s", summary, host)
@@ -200,7 +199,7 @@ func (b bundleResult) errors() []v1alpha1.CollectorError {
 }
 
 // writeBundle streams the bundle to path (0600).
-func (r *Runner) writeBundle(ctx context.Context, obj *v1alpha1.NodeDiagnostic, env *collectors.Env, cs []collect.Collector, path, root string) (bundleResult, error) {
+func (r *Runner) writeBundle(ctx context.Context, a attempt, obj *v1alpha1.NodeDiagnostic, env *collectors.Env, cs []collect.Collector, path, root string) (bundleResult, error) {
 	start := r.opts.Clock.Now()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -210,7 +209,7 @@ func (r *Runner) writeBundle(ctx context.Context, obj *v1alpha1.NodeDiagnostic, 
 	bw := bufio.NewWriterSize(f, 256<<10)
 	b := bundle.New(bw, bundle.Options{Root: root, MaxBytes: r.opts.MaxBundleBytes, ModTime: env.Now})
 
-	prog := r.startProgress(ctx, obj.Name, obj.Generation, int32(len(cs)))
+	prog := r.startProgress(ctx, a, int32(len(cs)))
 	results, redactions, err := collect.Run(ctx, cs, b, collect.Options{
 		SpoolDir: filepath.Join(r.opts.OutputDir, spoolPrefix+root), Timeout: r.opts.CollectorTimeout,
 		Redactor: redact.New(), Clock: r.opts.Clock,
@@ -258,7 +257,7 @@ type progress struct {
 	exited chan struct{}
 }
 
-func (r *Runner) startProgress(ctx context.Context, name string, gen int64, total int32) *progress {
+func (r *Runner) startProgress(ctx context.Context, a attempt, total int32) *progress {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &progress{cancel: cancel, exited: make(chan struct{})}
 	go func() {
@@ -277,8 +276,8 @@ func (r *Runner) startProgress(ctx context.Context, name string, gen int64, tota
 				continue
 			}
 			written = d
-			_ = r.updateStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
-				if cs := s.LogCapture; cs != nil && cs.Generation == gen && cs.State == v1alpha1.CaptureRunning {
+			_ = r.updateStatus(ctx, a, func(s *v1alpha1.NodeDiagnosticStatus) {
+				if cs := s.LogCapture; cs != nil && cs.Generation == a.gen && cs.State == v1alpha1.CaptureRunning {
 					cs.CollectorsDone = d
 					cs.Message = fmt.Sprintf("collecting: %d/%d collectors done", d, total)
 				}

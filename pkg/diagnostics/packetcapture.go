@@ -85,11 +85,10 @@ func checkInterface(name string) error {
 	return nil
 }
 
-func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic, attempts int32) error {
+func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic, a attempt) error {
 	spec := obj.Spec.PacketCapture
-	gen := obj.Generation
 	fail := func(reason, msg string) error {
-		return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
+		return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 			c.State, c.Message = v1alpha1.CaptureFailed, msg
 		}, reason)
 	}
@@ -118,7 +117,7 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		chunkBytes = spec.ChunkSize.Value()
 	}
 	now := r.opts.Clock.Now()
-	plan := planCapture(now, spec, obj.Status.PacketCapture, gen, attempts)
+	plan := planCapture(now, spec, obj.Status.PacketCapture, a.gen, a.number)
 	if post != nil {
 		// A chunk closes at the first packet boundary after chunkBytes: the
 		// policy must take that much more (one packet of at most 256 KiB).
@@ -134,23 +133,23 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	}
 	urls := spec.UploadURLs[min(int(plan.uploaded), len(spec.UploadURLs)):]
 	if plan.remaining <= 0 || (!toNode && post == nil && len(urls) == 0) {
-		return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
+		return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 			c.State = v1alpha1.CaptureCompleted
 			c.Message = fmt.Sprintf("the capture's time was over when the agent came back; %d chunks (%d bytes) were uploaded", plan.uploaded, plan.sent)
 		}, "Completed")
 	}
 	msg := fmt.Sprintf("capturing on %s for %v", spec.Interface, plan.remaining.Round(time.Second))
-	if toNode && attempts > 1 {
+	if toNode && a.number > 1 {
 		msg += fmt.Sprintf(" (the agent restarted: the packets before %s are lost)", now.UTC().Format(time.RFC3339))
 	}
-	if err := r.start(ctx, obj.Name, gen, kindPackets, attempts, msg, func(c *v1alpha1.CaptureStatus) {
+	if err := r.start(ctx, a, msg, func(c *v1alpha1.CaptureStatus) {
 		c.StartTime.Time = plan.start
 		c.ChunksUploaded, c.SizeBytes = plan.uploaded, plan.sent
 	}); err != nil {
 		return err
 	}
 
-	dir := filepath.Join(r.opts.OutputDir, fmt.Sprintf("%s%s-%d", pcapPrefix, obj.Name, gen))
+	dir := filepath.Join(r.opts.OutputDir, fmt.Sprintf("%s%s-%d", pcapPrefix, a.name, a.gen))
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail("CaptureFailed", err.Error())
@@ -174,10 +173,10 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	if err != nil {
 		return fail("CaptureFailed", err.Error())
 	}
-	prog := r.followCapture(cctx, obj.Name, gen, spec.Interface, toNode, now.Add(plan.remaining), plan, capture, stop)
+	prog := r.followCapture(cctx, a, spec.Interface, toNode, now.Add(plan.remaining), plan, capture, stop)
 
 	if toNode {
-		return r.finishNodeCapture(ctx, obj, capture, prog, now, stop)
+		return r.finishNodeCapture(ctx, a, obj, capture, prog, now, stop)
 	}
 
 	var uploaded, sent = plan.uploaded, plan.sent
@@ -217,7 +216,7 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 		case isUploadErr(err):
 			reason = "UploadFailed"
 		}
-		return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
+		return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 			c.State, c.ChunksUploaded, c.SizeBytes = v1alpha1.CaptureFailed, uploaded, sent
 			c.Packets, c.CapturedBytes = st.Packets, st.Bytes
 			c.Message = err.Error()
@@ -227,7 +226,7 @@ func (r *Runner) runPacketCapture(ctx context.Context, obj *v1alpha1.NodeDiagnos
 	if why == "" && st.Full && post == nil {
 		why = fmt.Sprintf("all %d upload URLs used", len(spec.UploadURLs))
 	}
-	return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
+	return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 		c.State, c.ChunksUploaded, c.SizeBytes, c.Truncated = v1alpha1.CaptureCompleted, uploaded, sent, why != ""
 		c.Packets, c.CapturedBytes = st.Packets, st.Bytes
 		c.Message = fmt.Sprintf("captured %d packets on %s from %s: %d chunks (%d bytes) uploaded", st.Packets, spec.Interface,
@@ -255,10 +254,9 @@ func chunkName(object string, start time.Time, i int) string {
 
 // finishNodeCapture waits for a capture kept on the node, moves its one
 // file where the kubelet serves it, and writes the final status.
-func (r *Runner) finishNodeCapture(ctx context.Context, obj *v1alpha1.NodeDiagnostic, capture pcap.Capture, prog *captureProgress,
+func (r *Runner) finishNodeCapture(ctx context.Context, a attempt, obj *v1alpha1.NodeDiagnostic, capture pcap.Capture, prog *captureProgress,
 	started time.Time, stop *captureStop) error {
 	spec := obj.Spec.PacketCapture
-	gen := obj.Generation
 	select {
 	case <-capture.Done():
 	case <-ctx.Done():
@@ -269,7 +267,7 @@ func (r *Runner) finishNodeCapture(ctx context.Context, obj *v1alpha1.NodeDiagno
 	}
 	st := capture.Stats()
 	fail := func(err error) error {
-		return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
+		return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 			c.State, c.Message = v1alpha1.CaptureFailed, err.Error()
 			c.Packets, c.CapturedBytes = st.Packets, st.Bytes
 		}, "CaptureFailed")
@@ -298,7 +296,7 @@ func (r *Runner) finishNodeCapture(ctx context.Context, obj *v1alpha1.NodeDiagno
 		why = fmt.Sprintf("the file reached the capture size limit (%d bytes)", r.opts.CaptureDiskBytes)
 	}
 	expiry := metav1.NewTime(r.opts.Clock.Now().Add(r.opts.Retention))
-	return r.finish(ctx, obj.Name, gen, kindPackets, func(c *v1alpha1.CaptureStatus) {
+	return r.finish(ctx, a, func(c *v1alpha1.CaptureStatus) {
 		c.State, c.FileName, c.SizeBytes, c.Truncated, c.ExpiryTime = v1alpha1.CaptureCompleted, fileName, fi.Size(), why != "", &expiry
 		c.Packets, c.CapturedBytes = st.Packets, st.Bytes
 		c.Message = fmt.Sprintf("captured %d packets (%d bytes, %d compressed) on %s from %s; on the node until %s at /api/v1/nodes/%s/proxy/logs/nodemend/%s",
@@ -368,7 +366,7 @@ func (p *captureProgress) stop() {
 	})
 }
 
-func (r *Runner) followCapture(ctx context.Context, name string, gen int64, iface string, toNode bool, end time.Time, plan capturePlan,
+func (r *Runner) followCapture(ctx context.Context, a attempt, iface string, toNode bool, end time.Time, plan capturePlan,
 	capture pcap.Capture, stop *captureStop) *captureProgress {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &captureProgress{chunks: plan.uploaded, sent: plan.sent, cancel: cancel, exited: make(chan struct{})}
@@ -407,9 +405,9 @@ func (r *Runner) followCapture(ctx context.Context, name string, gen int64, ifac
 			}
 			written, writtenSent = st, sent
 			left := max(end.Sub(r.opts.Clock.Now()).Round(time.Second), 0)
-			_ = r.updateStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
+			_ = r.updateStatus(ctx, a, func(s *v1alpha1.NodeDiagnosticStatus) {
 				cs := s.PacketCapture
-				if cs == nil || cs.Generation != gen || cs.State != v1alpha1.CaptureRunning {
+				if cs == nil || cs.Generation != a.gen || cs.State != v1alpha1.CaptureRunning {
 					return
 				}
 				cs.Packets, cs.CapturedBytes = st.Packets, st.Bytes

@@ -22,20 +22,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/internal/cloudmeta"
 	"nodemend.dev/nodemend/internal/command"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/internal/mendclient"
-	"nodemend.dev/nodemend/internal/textcut"
 	"nodemend.dev/nodemend/internal/workloop"
 	"nodemend.dev/nodemend/pkg/diagnostics/collect"
 	"nodemend.dev/nodemend/pkg/diagnostics/collectors"
@@ -139,25 +133,6 @@ type Runner struct {
 	gpuDone map[gpuKey]*gpuHandover
 }
 
-type jobKey struct {
-	name string
-	kind captureKind
-}
-
-type captureKind string
-
-const (
-	kindLogs    captureKind = "logs"
-	kindPackets captureKind = "packets"
-	kindGPU     captureKind = "gpu"
-)
-
-type job struct {
-	gen    int64
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // New validates opts and builds a Runner.
 func New(opts Options) (*Runner, error) {
 	if opts.Config == nil || opts.NodeName == "" {
@@ -251,158 +226,6 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-// sync starts, keeps or cancels the captures of one object.
-func (r *Runner) sync(ctx context.Context, name string) error {
-	item, exists, err := r.loop.Store().GetByKey(name)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		r.cancelAll(name)
-		return nil
-	}
-	obj := item.(*v1alpha1.NodeDiagnostic)
-	if obj.Spec.NodeName != r.opts.NodeName || obj.DeletionTimestamp != nil {
-		r.cancelAll(name)
-		return nil
-	}
-	if obj.Spec.LogCapture != nil {
-		if err := r.ensure(ctx, obj, kindLogs, obj.Status.LogCapture); err != nil {
-			return err
-		}
-	} else {
-		r.cancel(name, kindLogs, 0)
-	}
-	if obj.Spec.PacketCapture != nil {
-		if err := r.ensure(ctx, obj, kindPackets, obj.Status.PacketCapture); err != nil {
-			return err
-		}
-	} else {
-		r.cancel(name, kindPackets, 0)
-	}
-	if obj.Spec.GPUDiagnostic != nil {
-		var st *v1alpha1.CaptureStatus
-		if obj.Status.GPUDiagnostic != nil {
-			st = &obj.Status.GPUDiagnostic.CaptureStatus
-		}
-		if err := r.ensure(ctx, obj, kindGPU, st); err != nil {
-			return err
-		}
-	} else {
-		r.cancel(name, kindGPU, 0)
-	}
-	return nil
-}
-
-func (r *Runner) cancelAll(name string) {
-	for _, k := range []captureKind{kindLogs, kindPackets, kindGPU} {
-		r.cancel(name, k, 0)
-	}
-	r.forgetGPU(name)
-}
-
-// cancel stops the job of (name, kind) unless it runs generation keep.
-func (r *Runner) cancel(name string, kind captureKind, keep int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := jobKey{name, kind}
-	if j, ok := r.jobs[k]; ok && (keep == 0 || j.gen != keep) {
-		j.cancel()
-		delete(r.jobs, k)
-	}
-}
-
-// ensure decides whether a capture must start.
-func (r *Runner) ensure(ctx context.Context, obj *v1alpha1.NodeDiagnostic, kind captureKind, st *v1alpha1.CaptureStatus) error {
-	gen := obj.Generation
-	r.cancel(obj.Name, kind, gen) // a job for an older generation: the spec changed
-	r.mu.Lock()
-	_, running := r.jobs[jobKey{obj.Name, kind}]
-	r.mu.Unlock()
-	if running {
-		return nil
-	}
-	attempts := int32(1)
-	if st != nil && st.Generation == gen {
-		if st.State.Final() {
-			return nil // done: never again for this generation
-		}
-		if st.State == v1alpha1.CaptureRunning {
-			// This process has no job for it: an agent restart cut it.
-			if st.Attempts >= r.opts.MaxAttempts {
-				return r.finish(ctx, obj.Name, gen, kind, func(cs *v1alpha1.CaptureStatus) {
-					cs.State = v1alpha1.CaptureFailed
-					cs.Message = fmt.Sprintf("the agent restarted during each of %d attempts; not trying again", st.Attempts)
-				}, "AgentRestarted")
-			}
-			attempts = st.Attempts + 1
-		}
-	}
-	jctx, cancel := context.WithCancel(ctx)
-	j := &job{gen: gen, cancel: cancel, done: make(chan struct{})}
-	r.mu.Lock()
-	r.jobs[jobKey{obj.Name, kind}] = j
-	r.mu.Unlock()
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer close(j.done)
-		defer func() {
-			r.mu.Lock()
-			if r.jobs[jobKey{obj.Name, kind}] == j {
-				delete(r.jobs, jobKey{obj.Name, kind})
-			}
-			r.mu.Unlock()
-			cancel()
-		}()
-		var err error
-		switch kind {
-		case kindLogs:
-			err = r.runLogCapture(jctx, obj.DeepCopy(), attempts)
-		case kindPackets:
-			err = r.runPacketCapture(jctx, obj.DeepCopy(), attempts)
-		case kindGPU:
-			err = r.runGPUDiagnostic(jctx, obj.DeepCopy(), attempts)
-		}
-		if err != nil && jctx.Err() == nil {
-			r.opts.Log.Error(err, "capture failed", "name", obj.Name, "kind", kind)
-		}
-	}()
-	return nil
-}
-
-// errStale: the object changed generation or was deleted; the job's result
-// no longer belongs in its status.
-var errStale = errors.New("the NodeDiagnostic changed or was deleted")
-
-// updateStatus applies mutate to the latest object of generation gen and
-// writes its status, retrying on conflicts (client-go's RetryOnConflict:
-// a fresh read after 10 ms, 50 ms, 250 ms, with jitter).
-func (r *Runner) updateStatus(ctx context.Context, name string, gen int64, mutate func(*v1alpha1.NodeDiagnosticStatus)) error {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		obj, err := r.nd.Get(ctx, name)
-		if apierrors.IsNotFound(err) {
-			return errStale
-		}
-		if err != nil {
-			return err
-		}
-		if obj.Generation != gen {
-			return errStale
-		}
-		mutate(&obj.Status)
-		obj.Status.ObservedGeneration = gen
-		meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
-			Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: "AgentAccepted", ObservedGeneration: gen,
-			Message: "the nodemend-agent on " + r.opts.NodeName + " is serving this object",
-		})
-		_, err = r.nd.UpdateStatus(ctx, obj)
-		return err
-	})
-}
-
 // Retries of a NodeDiagnostic whose sync failed: 500 ms doubling to 30 s
 // per object, with jitter (internal/backoff.PerItem); client-go's default
 // would let an object that failed through an outage wait up to 1000 s
@@ -411,107 +234,3 @@ const (
 	QueueRetryInitial = 500 * time.Millisecond
 	QueueRetryMax     = 30 * time.Second
 )
-
-// Retries of a capture's start and final status writes: 500 ms doubling
-// to 30 s, with jitter (internal/backoff). The result of a finished capture
-// must not be lost to an API outage (a capture left Running would run
-// again), nor must the retries add to the load of an API server that is
-// struggling.
-const (
-	StatusRetryInitial = 500 * time.Millisecond
-	StatusRetryMax     = 30 * time.Second
-)
-
-// persistStatus is updateStatus retried until it succeeds, the object is
-// stale, or ctx ends (the agent stops: the status stays as it was and the
-// next agent resumes).
-func (r *Runner) persistStatus(ctx context.Context, name string, gen int64, mutate func(*v1alpha1.NodeDiagnosticStatus)) error {
-	b := backoff.New(StatusRetryInitial, StatusRetryMax)
-	for {
-		err := r.updateStatus(ctx, name, gen, mutate)
-		if err == nil || errors.Is(err, errStale) || ctx.Err() != nil {
-			return err
-		}
-		r.opts.Log.Error(err, "writing NodeDiagnostic status; will retry", "name", name)
-		if !b.Wait(ctx, r.opts.Clock) {
-			return err
-		}
-	}
-}
-
-// finish writes a capture's final state and its condition.
-func (r *Runner) finish(ctx context.Context, name string, gen int64, kind captureKind, mutate func(*v1alpha1.CaptureStatus), reason string) error {
-	return r.finishWith(ctx, name, gen, kind, func(s *v1alpha1.NodeDiagnosticStatus) { mutate(captureStatus(s, kind)) }, reason)
-}
-
-// finishWith is finish for a mutation of the whole status (the GPU
-// diagnostic's result lives beside its capture status).
-func (r *Runner) finishWith(ctx context.Context, name string, gen int64, kind captureKind, mutate func(*v1alpha1.NodeDiagnosticStatus), reason string) error {
-	var gpuFile string // the GPU diagnostic's output as written in its final status
-	err := r.persistStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
-		cs := captureStatus(s, kind)
-		cs.Generation = gen
-		mutate(s)
-		if cs.CompletionTime == nil {
-			now := metav1.NewTime(r.opts.Clock.Now())
-			cs.CompletionTime = &now
-		}
-		status := metav1.ConditionFalse
-		if cs.State == v1alpha1.CaptureCompleted {
-			status = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: conditionType(kind), Status: status, Reason: reason, Message: textcut.Ellipsis(cs.Message, 1024), ObservedGeneration: gen,
-		})
-		if kind == kindGPU {
-			gpuFile = gpuStatus(s).FileName
-		}
-	})
-	if err == nil && kind == kindGPU {
-		r.handOverGPU(name, gen, gpuFile)
-	}
-	return err
-}
-
-func captureStatus(s *v1alpha1.NodeDiagnosticStatus, kind captureKind) *v1alpha1.CaptureStatus {
-	if kind == kindGPU {
-		return &gpuStatus(s).CaptureStatus
-	}
-	p := &s.LogCapture
-	if kind == kindPackets {
-		p = &s.PacketCapture
-	}
-	if *p == nil {
-		*p = &v1alpha1.CaptureStatus{State: v1alpha1.CapturePending}
-	}
-	return *p
-}
-
-func conditionType(kind captureKind) string {
-	switch kind {
-	case kindPackets:
-		return v1alpha1.ConditionPacketsCaptured
-	case kindGPU:
-		return v1alpha1.ConditionGPUDiagnosed
-	}
-	return v1alpha1.ConditionLogsCollected
-}
-
-// start marks a capture Running (attempt n) and its condition in progress.
-func (r *Runner) start(ctx context.Context, name string, gen int64, kind captureKind, attempts int32, msg string, mutate func(*v1alpha1.CaptureStatus)) error {
-	return r.persistStatus(ctx, name, gen, func(s *v1alpha1.NodeDiagnosticStatus) {
-		now := metav1.NewTime(r.opts.Clock.Now())
-		cs := captureStatus(s, kind)
-		*cs = v1alpha1.CaptureStatus{State: v1alpha1.CaptureRunning, Generation: gen, Attempts: attempts, StartTime: &now, Message: msg}
-		if kind == kindGPU {
-			gs := gpuStatus(s)
-			gs.Result, gs.FailedTests, gs.DCGMVersion, gs.DriverVersion = "", nil, "", ""
-		}
-		if mutate != nil {
-			mutate(cs)
-		}
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-			Type: conditionType(kind), Status: metav1.ConditionFalse, Reason: "InProgress", Message: msg, ObservedGeneration: gen,
-		})
-	})
-}
