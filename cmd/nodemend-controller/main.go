@@ -23,6 +23,7 @@ import (
 	"nodemend.dev/nodemend/internal/kubeconfig"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/controller"
+	"nodemend.dev/nodemend/pkg/repair/ladder"
 )
 
 func main() {
@@ -48,6 +49,7 @@ type flags struct {
 	recheckInterval    time.Duration
 	drainPollInterval  time.Duration
 	terminationTimeout time.Duration
+	agentSilence       time.Duration
 	concurrency        int
 	maxDrains          int
 	qps                float32
@@ -99,6 +101,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.DurationVar(&f.recheckInterval, "recheck-interval", 5*time.Minute, "how often a blocked repair is reconsidered")
 	fl.DurationVar(&f.drainPollInterval, "drain-poll-interval", 10*time.Second, "how often a drain pass runs while pods remain")
 	fl.DurationVar(&f.terminationTimeout, "termination-timeout", 30*time.Minute, "how long a node may outlive its hand-over to the backend before the repair is reported failed")
+	fl.DurationVar(&f.agentSilence, "agent-silence", ladder.DefaultAgentSilence, fmt.Sprintf("how long a node's agent may go without a heartbeat before the ladder skips the rungs only it carries out (Reboot, ResetAccelerator) and a dead node may be tainted out of service; at least %v (one default agent heartbeat and its delays)", ladder.MinAgentSilence))
 	fl.IntVar(&f.concurrency, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "nodes reconciled in parallel (a storm's decisions go faster with more requests in flight at the API server; drains are bounded by --max-concurrent-drains)")
 	fl.IntVar(&f.maxDrains, "max-concurrent-drains", controller.DefaultMaxConcurrentDrains, "repairs that drain at once over the whole fleet (every due node is tainted first; the others wait their turn); a policy's drain.maxConcurrent bounds its nodes as well; -1: unbounded")
 	fl.Float32Var(&f.qps, "kube-api-qps", -1, "client-side rate limit on requests to the API server, per resource type; -1: none, the API server's Priority and Fairness queues the controller's requests apart from the kubelets' and leader elections, and the controller's concurrency bounds them (docs/repair.md)")
@@ -117,6 +120,9 @@ func run(ctx context.Context, f flags) error {
 	if f.qps == 0 || (f.qps > 0 && f.burst < 1) {
 		// client-go reads a zero as its own default of 5/s, not as "none".
 		return fmt.Errorf("--kube-api-qps %v --kube-api-burst %d: the rate must be positive with a burst of at least 1, or -1 for no client-side limit", f.qps, f.burst)
+	}
+	if f.agentSilence < ladder.MinAgentSilence {
+		return fmt.Errorf("--agent-silence %v: below %v a live agent with the default 5-minute heartbeat is taken for gone between two heartbeats and its node's Reboot skipped (docs/repair.md, Dead nodes)", f.agentSilence, ladder.MinAgentSilence)
 	}
 	level := zapcore.InfoLevel
 	if f.debug {
@@ -156,6 +162,7 @@ func run(ctx context.Context, f flags) error {
 		RecheckInterval:         f.recheckInterval,
 		DrainPollInterval:       f.drainPollInterval,
 		TerminationTimeout:      f.terminationTimeout,
+		AgentSilence:            f.agentSilence,
 		MaxConcurrentReconciles: f.concurrency,
 		MaxConcurrentDrains:     f.maxDrains,
 		Registerer:              ctrlmetrics.Registry,

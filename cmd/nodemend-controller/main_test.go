@@ -17,11 +17,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
+	agentconfig "nodemend.dev/nodemend/pkg/agent/config"
+	"nodemend.dev/nodemend/pkg/repair/ladder"
 )
 
 // Every flag is documented in docs/repair.md, with its default.
@@ -46,6 +51,7 @@ func TestFlagDefaults(t *testing.T) {
 		"recheck-interval": "5m0s", "dry-run": "false", "backend": "",
 		"pprof-bind-address": "0",  // profiles only when a person asks for them
 		"kube-api-qps":       "-1", // no client-side limit: Priority and Fairness (docs/repair.md)
+		"agent-silence":      "15m0s",
 	}
 	for name, v := range want {
 		if got := fl.Lookup(name).DefValue; got != v {
@@ -71,10 +77,33 @@ func TestRunRefusesARateLimitThatIsNotOne(t *testing.T) {
 	}
 }
 
+// A bound shorter than the floor is refused before anything starts.
+func TestRunRefusesAnAgentSilenceBelowTheFloor(t *testing.T) {
+	f := flags{namespace: "x", qps: -1, agentSilence: ladder.MinAgentSilence - time.Second}
+	if err := run(t.Context(), f); err == nil || !strings.Contains(err.Error(), "--agent-silence") {
+		t.Errorf("run = %v", err)
+	}
+}
+
+// The floor is what its comment says it is: above one of the agent's
+// default heartbeats with the clock skew allowed between node and control
+// plane; the default waits out at least two missed heartbeats.
+func TestAgentSilenceFloorCoversTheAgentsHeartbeat(t *testing.T) {
+	hb := agentconfig.Default().Exporter.Heartbeat.Duration
+	if min := hb + v1alpha1.DefaultMaxClockSkew; ladder.MinAgentSilence <= min {
+		t.Errorf("floor %v is not above the agent's default heartbeat and the clock skew (%v)", ladder.MinAgentSilence, min)
+	}
+	if ladder.DefaultAgentSilence < 3*hb {
+		t.Errorf("default %v is less than three of the agent's default heartbeats (%v)", ladder.DefaultAgentSilence, hb)
+	}
+}
+
 // The binary's wiring end to end, on a real API server with the real clock:
 // a node unhealthy for an hour is repaired (plain node, with
 // --replace-unowned-nodes: deleted), with JSON
-// logs that carry controller, reconcileID and Node.
+// logs that carry controller, reconcileID and Node; and --agent-silence
+// reaches the ladder: a node whose agent last wrote 8 minutes ago, under
+// a 7-minute bound, has its Reboot skipped as silent, naming that bound.
 func TestRunRepairsANode(t *testing.T) {
 	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "deploy", "crds", "nodemend.dev_noderepairpolicies.yaml")}})
 	if err != nil {
@@ -87,16 +116,35 @@ func TestRunRepairsANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	hourAgo := metav1.NewTime(time.Now().Add(-time.Hour))
-	for i := range 5 {
-		n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}}, metav1.CreateOptions{})
+	// n9's policy: its own ladder, Reboot then Quarantine.
+	pol := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "nodemend.dev/v1alpha1", "kind": "NodeRepairPolicy", "metadata": map[string]any{"name": "silent"},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"silent": "true"}}, "weight": int64(100), "maxUnhealthy": "100%",
+			"rules":  []any{map[string]any{"conditionType": "KernelReady", "status": "False", "toleration": "1m"}},
+			"ladder": []any{map[string]any{"action": "Reboot"}, map[string]any{"action": "Quarantine"}},
+		},
+	}}
+	if _, err := dynamic.NewForConfigOrDie(env.Config).Resource(v1alpha1.GroupVersion.WithResource("noderepairpolicies")).Create(ctx, pol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}}
+		if i == 9 {
+			node.Labels = map[string]string{"silent": "true"}
+		}
+		n, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		status := corev1.ConditionTrue
-		if i == 0 {
+		status, heartbeat := corev1.ConditionTrue, hourAgo
+		switch i {
+		case 0:
 			status = corev1.ConditionFalse
+		case 9:
+			status, heartbeat = corev1.ConditionFalse, metav1.NewTime(time.Now().Add(-8*time.Minute))
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: "KernelReady", Status: status, Reason: "KernelDeadlock", LastTransitionTime: hourAgo, LastHeartbeatTime: hourAgo}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: "KernelReady", Status: status, Reason: "KernelDeadlock", LastTransitionTime: hourAgo, LastHeartbeatTime: heartbeat}}
 		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -111,16 +159,17 @@ func TestRunRepairsANode(t *testing.T) {
 	go func() {
 		done <- run(runCtx, flags{kubeconfig: kubeconfig, namespace: "nodemend-system", leaderElect: true, leaderElectionID: "nodemend-controller",
 			metricsAddr: "0", healthAddr: "0", pauseConfigMap: "nodemend-pause", recheckInterval: time.Minute, drainPollInterval: time.Second,
-			terminationTimeout: time.Minute, concurrency: 2, qps: 50, burst: 100, logOut: logs, replaceUnowned: true})
+			terminationTimeout: time.Minute, agentSilence: 7 * time.Minute, concurrency: 2, qps: 50, burst: 100, logOut: logs, replaceUnowned: true})
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "n0", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		skipped := strings.Contains(logs.String(), "its agent's last heartbeat was 8m") && strings.Contains(logs.String(), "more than the 7m0s bound")
+		if apierrors.IsNotFound(err) && skipped {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("n0 not repaired; logs:\n%s", logs.String())
+			t.Fatalf("n0 not repaired (%v), or n9's Reboot not skipped under the 7m0s bound (%v); logs:\n%s", err, skipped, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -146,7 +195,7 @@ func TestRunRepairsANode(t *testing.T) {
 	if !found {
 		t.Errorf("no \"repair started\" log line:\n%s", logs.String())
 	}
-	for i := 1; i < 5; i++ {
+	for i := 1; i < 10; i++ {
 		if _, err := cs.CoreV1().Nodes().Get(ctx, fmt.Sprintf("n%d", i), metav1.GetOptions{}); err != nil {
 			t.Errorf("n%d: %v", i, err)
 		}

@@ -14,15 +14,29 @@ import (
 )
 
 // DefaultAgentSilence is how long a node's agent may go without a
-// heartbeat before the ladder takes it for gone. The agent rewrites every
-// condition it owns at least once per exporter.heartbeat (5 minutes by
-// default, docs/agent-config.md), and sooner on any change; through an API
-// outage its writes are held and retried within 30 seconds (its outage
-// gate, internal/apigate). Two missed heartbeats can be an outage or a
-// restart; a third (15 minutes) is an agent — or a host — that is not
-// coming back soon, and waiting out a Reboot rung's 15-minute timeout on
-// it only delays the repair by that much again.
+// heartbeat before the ladder takes it for gone (--agent-silence). The
+// agent rewrites every condition it owns at least once per
+// exporter.heartbeat (5 minutes by default, docs/agent-config.md), and
+// sooner on any change; through an API outage its writes are held and
+// land within 5 seconds of the server's return (its outage gate,
+// internal/apigate, and the exporter's retries). Two missed heartbeats can
+// be an outage or a restart; a third (15 minutes) is an agent — or a host
+// — that is not coming back soon, and waiting out a Reboot rung's
+// 15-minute timeout on it only delays the repair by that much again.
 const DefaultAgentSilence = 15 * time.Minute
+
+// MinAgentSilence is the shortest bound the controller accepts: one of the
+// agent's default heartbeats (5 minutes), plus the clock skew allowed
+// between a node and the control plane (v1alpha1.DefaultMaxClockSkew, 30
+// seconds: the agent stamps lastHeartbeatTime with its own clock), plus 30
+// seconds for the write itself to land (the exporter's retries reach the
+// server within 5 seconds of its return; the rest is headroom for a slow
+// API server). Below it a live agent with the default heartbeat is taken
+// for gone between two of its heartbeats, every time, and its node's
+// Reboot is skipped for a Quarantine or a Replace — a bigger act than the
+// fault asked for. An agent configured with a longer exporter.heartbeat
+// needs a bound of about three of its heartbeats (docs/repair.md).
+const MinAgentSilence = 5*time.Minute + v1alpha1.DefaultMaxClockSkew + 30*time.Second
 
 // AgentExecuted reports a rung that the node's own agent carries out
 // (pkg/rungs).
