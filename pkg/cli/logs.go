@@ -6,32 +6,20 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"nodemend.dev/nodemend/internal/bytecount"
-	"nodemend.dev/nodemend/internal/textcut"
-
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
+	"nodemend.dev/nodemend/internal/bytecount"
 	"nodemend.dev/nodemend/internal/mendclient"
-	"nodemend.dev/nodemend/pkg/cli/termsafe"
-)
-
-// managedBy labels the objects kubectl-mend creates.
-const (
-	managedByLabel = "app.kubernetes.io/managed-by"
-	managedBy      = "kubectl-mend"
 )
 
 type logsOptions struct {
@@ -348,207 +336,4 @@ func hostOf(raw string) string {
 		return "the upload URL"
 	}
 	return u.Host
-}
-
-// obtain reuses a recent completed bundle of the same request still on the
-// node, or creates a request.
-func (o *logsOptions) obtain(ctx context.Context, c *Clients, prog *Progress, node string) (*v1alpha1.NodeDiagnostic, error) {
-	spec := o.spec(node)
-	if !o.fresh && !o.uploading() {
-		list, err := c.ND.List(ctx, metav1.ListOptions{
-			LabelSelector: managedByLabel + "=" + managedBy,
-			FieldSelector: fields.OneTermEqualSelector(mendclient.NodeNameField, node).String(),
-		})
-		if err != nil {
-			return nil, Explain(err, "listing nodediagnostics")
-		}
-		if r := reusable(list.Items, spec, time.Now()); r != nil {
-			prog.Update(node, "validating", "reusing nodediagnostic/%s from %s ago", r.Name, time.Since(r.CreationTimestamp.Time).Round(time.Second))
-			return r, nil
-		}
-	}
-	obj := &v1alpha1.NodeDiagnostic{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: truncate(node, 50) + "-logs-", Labels: map[string]string{managedByLabel: managedBy}},
-		Spec:       spec,
-	}
-	created, err := c.ND.Create(ctx, obj)
-	if err != nil {
-		if apierrors.IsInvalid(err) {
-			return nil, fmt.Errorf("the API server refused the request: %v", apierrors.ReasonForError(err))
-		}
-		return nil, Explain(err, "creating a nodediagnostic")
-	}
-	prog.Update(node, "validating", "created nodediagnostic/%s", created.Name)
-	return created, nil
-}
-
-func (o *logsOptions) spec(node string) v1alpha1.NodeDiagnosticSpec {
-	lc := &v1alpha1.LogCaptureSpec{Destination: v1alpha1.DestinationNode}
-	if o.uploadURL != "" {
-		lc.Destination = o.uploadURL
-	}
-	if u, ok := o.uploads[node]; ok {
-		lc.Destination = u
-	}
-	for _, c := range o.categories {
-		lc.Categories = append(lc.Categories, v1alpha1.LogCategory(c))
-	}
-	if o.since > 0 {
-		lc.Since = &metav1.Duration{Duration: o.since}
-	}
-	spec := v1alpha1.NodeDiagnosticSpec{NodeName: node, LogCapture: lc}
-	if o.gpuLevel > 0 {
-		spec.GPUDiagnostic = &v1alpha1.GPUDiagnosticSpec{Level: o.gpuLevel}
-	}
-	return spec
-}
-
-// reusable picks a completed bundle of the same request that is recent and
-// stays on the node long enough to be downloaded.
-func reusable(items []v1alpha1.NodeDiagnostic, spec v1alpha1.NodeDiagnosticSpec, now time.Time) *v1alpha1.NodeDiagnostic {
-	if spec.GPUDiagnostic != nil {
-		return nil // a diagnostic is asked for to learn the GPUs' state now
-	}
-	var best *v1alpha1.NodeDiagnostic
-	for i := range items {
-		it := &items[i]
-		lc, st := it.Spec.LogCapture, it.Status.LogCapture
-		if lc == nil || st == nil || st.State != v1alpha1.CaptureCompleted || st.Generation != it.Generation ||
-			lc.Destination != v1alpha1.DestinationNode || st.FileName == "" || st.ExpiryTime == nil {
-			continue
-		}
-		if !sameCategories(lc.Categories, spec.LogCapture.Categories) || !sameSince(lc.Since, spec.LogCapture.Since) {
-			continue
-		}
-		if st.ExpiryTime.Time.Before(now.Add(2*time.Minute)) || now.Sub(it.CreationTimestamp.Time) > 5*time.Minute {
-			continue
-		}
-		if best == nil || it.CreationTimestamp.After(best.CreationTimestamp.Time) {
-			best = it
-		}
-	}
-	return best
-}
-
-func sameCategories(a, b []v1alpha1.LogCategory) bool {
-	norm := func(cs []v1alpha1.LogCategory) []string {
-		if len(cs) == 0 {
-			return categoryNames()
-		}
-		var out []string
-		for _, c := range cs {
-			out = append(out, string(c))
-		}
-		sort.Strings(out)
-		return out
-	}
-	x, y := norm(a), norm(b)
-	sort.Strings(x)
-	sort.Strings(y)
-	return slices.Equal(x, y)
-}
-
-func sameSince(a, b *metav1.Duration) bool {
-	d := func(x *metav1.Duration) time.Duration {
-		if x == nil {
-			return 0
-		}
-		return x.Duration
-	}
-	return d(a) == d(b)
-}
-
-// wait follows the request until its log capture is final.
-func (o *logsOptions) wait(ctx context.Context, c *Clients, prog *Progress, node string, obj *v1alpha1.NodeDiagnostic) (*v1alpha1.NodeDiagnostic, error) {
-	return followCapture(ctx, c, prog, node, obj, captureFollow{
-		agentTimeout: o.agentTimeout, poll: o.poll,
-		status: func(st *v1alpha1.NodeDiagnosticStatus) *v1alpha1.CaptureStatus { return st.LogCapture },
-		failed: "the agent could not collect the bundle",
-		stopped: func(_ time.Duration, last string) error {
-			return fmt.Errorf("timed out after %v while %s", o.timeout, last)
-		},
-		running: func(st *v1alpha1.CaptureStatus) string {
-			if st.CollectorsTotal > 0 && st.CollectorsDone < st.CollectorsTotal {
-				prog.Tick(node, "collecting", "%d/%d collectors", st.CollectorsDone, st.CollectorsTotal)
-			} else {
-				prog.Update(node, "collecting", "%s", st.Message)
-			}
-			return "collecting: " + st.Message
-		},
-	})
-}
-
-// bundlePath is where node's bundle named fileName is saved under dir. Both
-// names come from the API and become a path, and a proxied request path:
-// the node name must be a node name (a DNS subdomain) and the file name a
-// plain file name (v1alpha1.ValidFileName, as the CRD requires; checked
-// again here, for an older CRD or a hostile status writer), and the result
-// must lie inside dir.
-func bundlePath(dir, node, fileName string) (string, error) {
-	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
-		return "", fmt.Errorf("node name %q is not a node name: %s", termsafe.String(node), strings.Join(errs, "; "))
-	}
-	if !v1alpha1.ValidFileName(fileName) || filepath.Base(fileName) != fileName {
-		return "", fmt.Errorf("the agent's status names the bundle %q, which is not a plain file name; not downloading it", termsafe.String(fileName))
-	}
-	p := filepath.Join(dir, node, fileName)
-	if rel, err := filepath.Rel(dir, p); err != nil || rel != filepath.Join(node, fileName) {
-		return "", fmt.Errorf("bundle path %q would leave the output directory", termsafe.String(p))
-	}
-	return p, nil
-}
-
-// download fetches the bundle through the API server's node proxy (the
-// kubelet serves /var/log at /logs/).
-func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, node string, st *v1alpha1.CaptureStatus) (string, error) {
-	path, err := bundlePath(o.outputDir, node, st.FileName)
-	if err != nil {
-		return "", err
-	}
-	if o.flat {
-		// kubectl ekslogs' name; bundlePath checked the node name (a DNS
-		// subdomain: no separators, no "..").
-		path = filepath.Join(o.outputDir, node+"-logs.tar.gz")
-	}
-	prog.Update(node, "downloading", "%s (%s)", st.FileName, bytecount.Human(st.SizeBytes))
-	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, o.outputDir, path, func(done int64) {
-		prog.Tick(node, "downloading", "%s / %s", bytecount.Human(done), bytecount.Human(st.SizeBytes))
-	}, "use --upload-url")
-	return path, err
-}
-
-// downloadGPUResult fetches dcgmi's JSON output, which the agent keeps on
-// the node beside the bundle, and saves it beside the bundle here too.
-func (o *logsOptions) downloadGPUResult(ctx context.Context, c *Clients, prog *Progress, node string, g *v1alpha1.GPUDiagnosticStatus) (string, error) {
-	path, err := bundlePath(o.outputDir, node, g.FileName)
-	if err != nil {
-		return "", err
-	}
-	if o.flat {
-		// kubectl ekslogs-like flat name beside NODE-logs.tar.gz.
-		path = filepath.Join(o.outputDir, node+"-gpu-diagnostic.json")
-	}
-	prog.Update(node, "downloading", "%s (%s)", g.FileName, bytecount.Human(g.SizeBytes))
-	return path, fetchNodeFile(ctx, c, node, g.FileName, g.SizeBytes, o.outputDir, path, func(int64) {}, "use --upload-url")
-}
-
-// truncate cuts s to at most n bytes on a character boundary (textcut) and
-// drops the dots and dashes it then ends in: a generateName prefix must not
-// end in them.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.TrimRight(textcut.Head(s, n), ".-")
-}
-
-// gpuNote says how the GPU diagnostic went, for the "saved" line.
-func gpuNote(g *v1alpha1.GPUDiagnosticStatus) string {
-	switch {
-	case g.State == v1alpha1.CaptureFailed:
-		return "GPU diagnostic not done: " + truncate(g.Message, 200)
-	case g.Result == v1alpha1.GPUDiagnosticFail:
-		return fmt.Sprintf("GPU diagnostic level %d FAILED: %s", g.Level, strings.Join(g.FailedTests, ", "))
-	}
-	return fmt.Sprintf("GPU diagnostic level %d passed", g.Level)
 }
