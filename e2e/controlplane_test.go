@@ -68,11 +68,11 @@ func TestControlPlaneNodeIsNotRepairedByDefault(t *testing.T) {
 	t.Logf("FIGURE control-plane skip: fault → NodeRepairBlocked %s", blocked.Sub(t0).Round(100*time.Millisecond))
 }
 
-// waitEvent waits up to 1 minute for an event about node with reason whose
-// message contains want, and returns when it was seen.
+// waitEvent waits up to 2 minutes for an event about node with reason
+// whose message contains want, and returns when it was seen.
 func waitEvent(ctx context.Context, t *testing.T, node, reason, want string) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		list, _ := events(ctx, t, node, reason)
 		for _, e := range list {

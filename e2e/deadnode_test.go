@@ -51,7 +51,7 @@ const (
 // objects, not a volume's data.
 func TestDeadQuarantinedNodeReleasesItsVolume(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	const (
 		node   = "e2e-dead"
@@ -257,6 +257,10 @@ func killKubelet(ctx context.Context, t *testing.T, node string) {
 	if _, err := cluster.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// kwok must see the annotation while it still acts for the node: once
+	// the Lease is gone it ignores the node's events, and would keep a
+	// pending heartbeat.
+	time.Sleep(2 * time.Second)
 	setLeaseHolder(ctx, t, node, "e2e-kubelet-gone", 3600)
 }
 
@@ -341,11 +345,14 @@ func waitPod(ctx context.Context, t *testing.T, what string, ok func(*corev1.Pod
 	}
 }
 
-// waitAttachments waits up to 3 minutes until the nodes the volume has a
-// VolumeAttachment to satisfy ok.
+// waitAttachments waits up to 4 minutes until the nodes the volume has a
+// VolumeAttachment to satisfy ok. As no driver attaches, the
+// attach/detach controller's every attach waits out its 2-minute timeout,
+// and it detaches no volume while an attach of it to that node is
+// pending.
 func waitAttachments(ctx context.Context, t *testing.T, what string, ok func(nodes []string) bool) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		on := attachments(ctx, t, deadPV)
 		if ok(on) {
