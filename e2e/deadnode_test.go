@@ -44,8 +44,9 @@ const (
 // What is simulated: the kubelet's death (kwok stops acting for the node:
 // its heartbeat stage is stopped and its node Lease taken by another
 // holder, so kwok neither renews it nor touches the node's pods); the
-// agent's silence, dated back past the controller's fixed 15-minute
-// AgentSilence bound (no flag sets it; a real host stays silent that long);
+// agent's silence, dated back past the controller's --agent-silence bound
+// (its default, 15 minutes: no bound under 6 minutes is accepted, and a
+// real host stays silent that long);
 // and the CSI driver — no driver runs, so no VolumeAttachment is ever
 // attached (status.attached stays false): the test shows the controllers'
 // objects, not a volume's data.
@@ -247,10 +248,18 @@ func attachNode(ctx context.Context, t *testing.T, node string, labels map[strin
 // killKubelet makes kwok stop acting as node's kubelet: the heartbeat
 // stage first (kwok drops the node's pending heartbeat once a stage
 // matches it, sim.HeartbeatStoppedAnnotation), then the node's Lease is
-// taken by another holder for an hour without being renewed, so that kwok
-// no longer holds it: it neither renews it nor handles the node or its
-// pods, and the node lifecycle controller sees neither status nor Lease
-// move.
+// taken by another holder for an hour, so that kwok no longer holds it: it
+// neither renews it nor handles the node or its pods.
+//
+// The takeover is written as a renewal (renewTime now), the last one the
+// node lifecycle controller sees: Ready goes Unknown one
+// --node-monitor-grace-period (50 s) later. A takeover that left renewTime
+// as it was never let it: kube-controller-manager 1.37's lease circuit
+// breaker (NodeControllerLeaseCircuitBreaker, beta, on) re-reads a Lease
+// that looks expired and takes a resourceVersion other than the one it
+// last saw as its own cache being stale, but saves a Lease only when its
+// renewTime moves on — so a Lease changed without a renewal looks stale to
+// it forever, and the node stays Ready.
 func killKubelet(ctx context.Context, t *testing.T, node string) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, sim.HeartbeatStoppedAnnotation)
@@ -261,7 +270,7 @@ func killKubelet(ctx context.Context, t *testing.T, node string) {
 	// the Lease is gone it ignores the node's events, and would keep a
 	// pending heartbeat.
 	time.Sleep(2 * time.Second)
-	setLeaseHolder(ctx, t, node, "e2e-kubelet-gone", 3600)
+	setLeaseHolder(ctx, t, node, "e2e-kubelet-gone", 3600, true)
 }
 
 // reviveKubelet undoes killKubelet: kwok takes the free Lease back (it
@@ -272,12 +281,12 @@ func reviveKubelet(ctx context.Context, t *testing.T, node string) {
 	if _, err := cluster.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	setLeaseHolder(ctx, t, node, "", 0)
+	setLeaseHolder(ctx, t, node, "", 0, false)
 }
 
 // setLeaseHolder sets the holder of node's Lease (none: "") and its
-// duration, leaving its renew time.
-func setLeaseHolder(ctx context.Context, t *testing.T, node, holder string, seconds int32) {
+// duration, and renews it now if asked (else leaves its renew time).
+func setLeaseHolder(ctx context.Context, t *testing.T, node, holder string, seconds int32, renew bool) {
 	t.Helper()
 	leases := cluster.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -289,6 +298,9 @@ func setLeaseHolder(ctx context.Context, t *testing.T, node, holder string, seco
 		if holder != "" {
 			l.Spec.HolderIdentity = &holder
 			l.Spec.LeaseDurationSeconds = &seconds
+		}
+		if renew {
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 		}
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		return err
