@@ -45,6 +45,7 @@ func TestAllFeaturesRenderEveryOptionalObject(t *testing.T) {
 		{"ClusterRole", "nodemend-systemd-agent"},
 		{"ValidatingAdmissionPolicy", "nodemend-agent-node-status"},
 		{"ValidatingAdmissionPolicy", "nodemend-agent-nodediagnostic-status"},
+		{"ValidatingAdmissionPolicy", "nodemend-repair-policy-fires"},
 		{"PodDisruptionBudget", "nodemend-controller"},
 		{"CustomResourceDefinition", "nodediagnostics.nodemend.dev"},
 		{"CustomResourceDefinition", "noderepairpolicies.nodemend.dev"},

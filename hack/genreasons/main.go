@@ -1,5 +1,7 @@
 // Command genreasons regenerates pkg/health/reasons_generated.go,
-// docs/reasons.md and the generated tables of docs/accelerators.md from
+// docs/reasons.md, the chart's table of quiet periods
+// (deploy/helm/nodemend/files/quiet-periods.yaml) and the generated tables
+// of docs/accelerators.md from
 // pkg/health/reasons.yaml, and pins reasons added since
 // the last run in pkg/health/reasons.lock once they are compatible with it.
 // With -update-lock it rewrites the lock whole, accepting a breaking change
@@ -46,7 +48,12 @@ func run(root string, updateLock bool) error {
 	if err != nil {
 		return err
 	}
+	quiet, err := f.RenderQuietPeriods()
+	if err != nil {
+		return err
+	}
 	writes := map[string][]byte{
+		registry.QuietPeriodsPath:         quiet,
 		"pkg/health/reasons_generated.go": goSrc,
 		"docs/reasons.md":                 f.RenderDocs(),
 		"docs/accelerators.md":            accel,

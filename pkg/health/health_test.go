@@ -40,10 +40,15 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	quiet, err := f.RenderQuietPeriods()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string][]byte{
-		"reasons_generated.go":       goSrc,
-		"../../docs/reasons.md":      f.RenderDocs(),
-		"../../docs/accelerators.md": accel,
+		"../../" + registry.QuietPeriodsPath: quiet,
+		"reasons_generated.go":               goSrc,
+		"../../docs/reasons.md":              f.RenderDocs(),
+		"../../docs/accelerators.md":         accel,
 	} {
 		got, err := os.ReadFile(path)
 		if err != nil {

@@ -159,3 +159,22 @@ reasons:
 		t.Fatalf("mixed conditions: %v", err)
 	}
 }
+
+// The chart's table holds the Fatal log-derived reasons only, by
+// condition, and the families naming them with those members only.
+func TestQuietPeriods(t *testing.T) {
+	f := mustParse(t, base+`  - {name: KernelDeadlock, condition: KernelReady, severity: Fatal, source: check, description: d, detects: x}
+  - {name: Kernel1Oops, condition: KernelReady, severity: Fatal, source: log, quietPeriod: 1h30m, description: d, detects: x}
+  - {name: Kernel2Oops, condition: KernelReady, severity: Warning, source: log, description: d, detects: x}
+families:
+  - {name: KernelOops, template: 'Kernel%dOops', description: d}
+`)
+	out, err := f.RenderQuietPeriods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "conditions:\n  KernelReady:\n    ForkFailedOutOfPIDs: 45m0s\n    Kernel1Oops: 1h30m0s\nfamilies:\n  - name: KernelOops\n    members: [Kernel1Oops]\n"
+	if !strings.HasSuffix(string(out), want) {
+		t.Errorf("got\n%s\nwant it to end with\n%s", out, want)
+	}
+}

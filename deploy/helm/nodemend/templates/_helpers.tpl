@@ -109,3 +109,47 @@ and its repair taints before and after.
 - name: actVerbs
   expression: "{'nodemend.dev/do-not-repair': 'veto', 'nodemend.dev/release': 'release', 'nodemend.dev/repair-now': 'repair'}"
 {{- end -}}
+
+{{/*
+nodemend.quietPeriods: the quiet period the agents give every Fatal
+log-derived reason, by the condition it sets False, as a CEL map of lists
+[reason, quiet period, where it is set], each list in name order: the
+registry's (files/quiet-periods.yaml, generated from pkg/health/reasons.yaml
+by make generate), overridden as the agent overrides it — by the quietPeriod
+of the reason's families in agent.config.reasons, then of the reason itself.
+*/}}
+{{- define "nodemend.quietPeriods" -}}
+{{- $gen := .Files.Get "files/quiet-periods.yaml" | fromYaml -}}
+{{- $over := .Values.agent.config.reasons | default dict -}}
+{{- $out := dict -}}
+{{- range $cond, $reasons := $gen.conditions -}}
+{{- $list := list -}}
+{{- range $name, $registry := $reasons -}}
+{{- $q := $registry -}}
+{{- $from := "the registry's" -}}
+{{- range $gen.families -}}
+{{- $fam := .name -}}
+{{- if and (has $name .members) (hasKey $over $fam) -}}
+{{- with (get $over $fam).quietPeriod }}{{ $q = . }}{{ $from = printf "set by agent.config.reasons.%s" $fam }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey $over $name -}}
+{{- with (get $over $name).quietPeriod }}{{ $q = . }}{{ $from = printf "set by agent.config.reasons.%s" $name }}{{ end -}}
+{{- end -}}
+{{- $list = append $list (list $name (toString $q) $from) -}}
+{{- end -}}
+{{- $_ := set $out $cond $list -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+nodemend.quietFamilies: the families that name Fatal log-derived reasons,
+with those members, as a CEL map (a rule's reasons may name a family).
+*/}}
+{{- define "nodemend.quietFamilies" -}}
+{{- $gen := .Files.Get "files/quiet-periods.yaml" | fromYaml -}}
+{{- $out := dict -}}
+{{- range $gen.families }}{{ $_ := set $out .name .members }}{{ end -}}
+{{- toJson $out -}}
+{{- end -}}
