@@ -16,6 +16,7 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/agent"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 )
 
@@ -41,7 +42,7 @@ func TestAgentRunsWithOnlyItsBoundToken(t *testing.T) {
 	root.WriteFile("etc/nodemend/agent.yaml", "sources:\n  journal:\n    mode: file\n    file: /"+hostroot.JournalFixture+"\n")
 	a, err := agent.New(agent.Options{
 		Client: client, NodeName: "run-a", HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
-		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Hosts: monitors.Hosts{Timex: syncedClock{}},
 		Diagnostics: agent.DiagnosticsOptions{Config: cfg},
 	})
 	if err != nil {

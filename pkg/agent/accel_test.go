@@ -15,6 +15,7 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 )
 
@@ -32,8 +33,8 @@ func startAccelAgent(t *testing.T, root *hostroot.Root, cfg string, nvml nvidia.
 	m := metrics.NewAgent()
 	a, err := New(Options{
 		Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
-		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
-		NVML: nvml, AppliesPoll: 100 * time.Millisecond,
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Hosts: monitors.Hosts{Timex: syncedClock{}, NVML: nvml}, Metrics: m,
+		AppliesPoll: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

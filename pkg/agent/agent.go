@@ -12,9 +12,11 @@
 //   - applies.go: which monitors apply to this node, re-checked over time
 //   - monitors.go: the monitors built from the table (pkg/monitors) and
 //     their node-label cache
-//   - boot.go, pods.go, dcgm.go: what monitors and the exporter are given
+//   - boot.go, pods.go: what monitors and the exporter are given
 //   - diagnostics.go, remediation.go: the NodeDiagnostic and
-//     NodeRemediation runners beside the pipeline
+//     NodeRemediation runners beside the pipeline; gpudiagnostics.go: the
+//     NodeDiagnostics' GPU diagnostics, run by the nvidia monitor's DCGM
+//     keeper (pkg/monitors/nvidia/dcgm)
 package agent
 
 import (
@@ -35,9 +37,8 @@ import (
 	"nodemend.dev/nodemend/pkg/agent/exporter"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/agent/scheduler"
-	"nodemend.dev/nodemend/pkg/monitors/kernel"
-	"nodemend.dev/nodemend/pkg/monitors/nvidia"
-	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"
+	"nodemend.dev/nodemend/pkg/monitors"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
 )
 
 // Options configure an agent.
@@ -60,13 +61,12 @@ type Options struct {
 	Log         logr.Logger
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
-	// Timex replaces adjtimex(2) for the clock check (simulations, tests).
-	Timex kernel.TimexReader
 	// Metrics defaults to a fresh set.
 	Metrics *metrics.Agent
-	// NVML opens the NVIDIA management library for the nvidia monitor; nil
-	// means the real library (pkg/monitors/nvidia/nvmllib). Tests inject a fake.
-	NVML nvidia.Opener
+	// Hosts replace the monitors' interfaces to the host's hardware and
+	// kernel (NVML, adjtimex) in tests and simulations; nil ones are the
+	// real host's.
+	Hosts monitors.Hosts
 	// Commands runs the host tools of the monitors (DCGM's dcgmi) from the
 	// agent's own filesystem; nil means real processes. Tests script them.
 	Commands command.Runner
@@ -115,10 +115,10 @@ type Agent struct {
 
 	errOnce reportOnce
 
-	// dcgm is the DCGM source, kept across pipeline rebuilds while its
-	// settings stay: it remembers whether a host engine has answered.
-	dcgmMu sync.Mutex
-	dcgm   *dcgmSource
+	// dcgm keeps the DCGM source across pipeline rebuilds while its
+	// settings stay (it remembers whether a host engine has answered), and
+	// runs requested GPU diagnostics.
+	dcgm *dcgm.Keeper
 
 	// promos count the repetitions of promoted reasons (custom.go).
 	promos promotions
@@ -143,9 +143,6 @@ func New(opts Options) (*Agent, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewAgent()
 	}
-	if opts.NVML == nil {
-		opts.NVML = nvmllib.Open
-	}
 	if opts.Commands == nil {
 		opts.Commands = command.Exec{}
 	}
@@ -156,6 +153,7 @@ func New(opts Options) (*Agent, error) {
 		opts.AppliesPoll = time.Minute
 	}
 	a := &Agent{opts: opts, metrics: opts.Metrics}
+	a.dcgm = &dcgm.Keeper{Runner: opts.Commands, HostRunner: opts.HostCommands, Log: opts.Log.WithName("dcgm")}
 	a.errOnce.log, a.errOnce.metrics = opts.Log, opts.Metrics
 	return a, nil
 }

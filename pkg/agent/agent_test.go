@@ -20,6 +20,7 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors"
 	"nodemend.dev/nodemend/pkg/monitors/kernel"
 )
 
@@ -80,7 +81,7 @@ func startAgentWith(t *testing.T, root *hostroot.Root, cfg string, spec corev1.N
 	m := metrics.NewAgent()
 	opts := Options{
 		Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: cfgPath,
-		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Hosts: monitors.Hosts{Timex: syncedClock{}}, Metrics: m,
 	}
 	if mut != nil {
 		mut(&opts)
@@ -361,7 +362,7 @@ func TestNoConfigFileRunsDefaults(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Client: agentClient, NodeName: node, HostRoot: root.Path(""), Log: testr.New(t), Timex: syncedClock{}})
+	a, err := New(Options{Client: agentClient, NodeName: node, HostRoot: root.Path(""), Log: testr.New(t), Hosts: monitors.Hosts{Timex: syncedClock{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors"
 )
 
 // BenchmarkKmsgLineToCondition measures the time from a Fatal kmsg line
@@ -71,7 +72,7 @@ func startAgentB(b *testing.B, t *testing.T, root *hostroot.Root) benchAgent {
 	root.AppendKmsg()
 	root.AppendJournal()
 	root.WriteFile("agent.yaml", fileJournal)
-	a, err := New(Options{Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Timex: syncedClock{}})
+	a, err := New(Options{Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("agent.yaml"), Hosts: monitors.Hosts{Timex: syncedClock{}}})
 	if err != nil {
 		b.Fatal(err)
 	}

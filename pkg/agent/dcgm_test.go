@@ -21,9 +21,8 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/nvidiafake"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
-	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
+	"nodemend.dev/nodemend/pkg/monitors"
 )
 
 // dcgmFixture is one of the dcgmi outputs of pkg/monitors/nvidia/dcgm.
@@ -52,8 +51,8 @@ func startDCGMAgent(t *testing.T, cfg string, tools, hostTools command.Runner) *
 	m := metrics.NewAgent()
 	a, err := New(Options{
 		Client: agentClient, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
-		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{}, Metrics: m,
-		NVML: nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), AppliesPoll: 100 * time.Millisecond, Commands: tools,
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Metrics: m,
+		Hosts: monitors.Hosts{Timex: syncedClock{}, NVML: nvidiafake.New(nvidiafake.GPUs(2)...).Opener()}, AppliesPoll: 100 * time.Millisecond, Commands: tools,
 		HostCommands: hostTools,
 	})
 	if err != nil {
@@ -233,28 +232,6 @@ func TestDCGMHealthReachesTheNode(t *testing.T) {
 	}
 }
 
-// A config reload keeps the DCGM source (and its memory of a host engine
-// that answered) unless the settings that reach dcgmi change.
-func TestDCGMSourceSurvivesReloads(t *testing.T) {
-	a := &Agent{opts: Options{Commands: command.NewScript(), Log: testr.New(t)}}
-	cfg := func(mode dcgm.Mode, host string, every time.Duration) dcgm.Config {
-		return dcgm.Config{Mode: mode, Dcgmi: "dcgmi", HostEngine: host, CheckInterval: detection.Duration{Duration: every}}
-	}
-	s1 := a.dcgmSource(cfg(dcgm.Auto, "", time.Minute))
-	if s1 == nil || a.dcgmClient() == nil {
-		t.Fatal("no source")
-	}
-	if a.dcgmSource(cfg(dcgm.Auto, "", 2*time.Minute)) != s1 {
-		t.Error("a new check interval replaced the source")
-	}
-	if a.dcgmSource(cfg(dcgm.Auto, "10.0.0.1:5555", time.Minute)) == s1 {
-		t.Error("a new host engine kept the source")
-	}
-	if a.dcgmSource(cfg(dcgm.Off, "", time.Minute)) != nil || a.dcgmClient() != nil {
-		t.Error("mode off still has a source")
-	}
-}
-
 // A NodeDiagnostic's GPU diagnostic runs dcgmi diag at the requested level;
 // its result is in the object's status, and a failed test is
 // DCGMDiagnosticFailure on the node. It has its own API server: the one of
@@ -272,7 +249,7 @@ func TestGPUDiagnosticThroughDCGM(t *testing.T) {
 		Set("dcgmi diag --run 2 --json --timeout 1800", command.Result{Stdout: string(diag), Err: errors.New("exit status 226")})
 	node := "gpu-diag-node"
 	env, nd := startDiagnosticsAgent(t, node, hostroot.New(t).WithProc().WithNvidiaGPUs(2), fastDCGM, func(o *Options) {
-		o.NVML, o.Commands = nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), tools
+		o.Hosts.NVML, o.Commands = nvidiafake.New(nvidiafake.GPUs(2)...).Opener(), tools
 	})
 	obj, err := nd.Create(ctx, &v1alpha1.NodeDiagnostic{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
 		Spec: v1alpha1.NodeDiagnosticSpec{NodeName: node, GPUDiagnostic: &v1alpha1.GPUDiagnosticSpec{Level: 2}}})

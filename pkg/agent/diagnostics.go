@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"nodemend.dev/nodemend/pkg/agent/config"
 	"nodemend.dev/nodemend/pkg/diagnostics"
 	"nodemend.dev/nodemend/pkg/monitors/containerruntime"
 )
@@ -59,11 +60,8 @@ func (a *Agent) criSocket() string {
 	if a.pipeline == nil {
 		return ""
 	}
-	// The section's type belongs to the runtime monitor's package.
-	if c, ok := a.pipeline.cfg.Monitors.Section("containerRuntime").(containerruntime.Config); ok {
-		return c.CRISocket
-	}
-	return ""
+	c, _ := config.SectionOf[containerruntime.Config](a.pipeline.cfg.Monitors)
+	return c.CRISocket
 }
 
 // effectiveConfig is the config in force, for bundles.

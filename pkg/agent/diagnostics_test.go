@@ -16,6 +16,7 @@ import (
 	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/testsupport/hostroot"
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
+	"nodemend.dev/nodemend/pkg/monitors"
 )
 
 // TestDiagnosticsHook: an agent started with DiagnosticsOptions serves its
@@ -73,7 +74,7 @@ func startDiagnosticsAgent(t *testing.T, node string, root *hostroot.Root, cfg s
 	}
 	opts := Options{
 		Client: core, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
-		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
+		ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Hosts: monitors.Hosts{Timex: syncedClock{}},
 		Diagnostics: DiagnosticsOptions{Config: env.Config},
 	}
 	if mut != nil {

@@ -18,7 +18,7 @@ import (
 // is removed and nothing more is written for it.
 func buildMonitors(c config.Config, env detection.Env, opts Options, pods podCache, labels accel.NodeLabels, dcgmFor func(dcgm.Config) *dcgm.Source) []detection.Monitor {
 	deps := monitors.Deps{
-		NodeName: opts.NodeName, Pods: containerruntime.PodLister(pods), NodeLabels: labels, NVML: opts.NVML, Timex: opts.Timex, DCGM: dcgmFor,
+		NodeName: opts.NodeName, Pods: containerruntime.PodLister(pods), NodeLabels: labels, Hosts: opts.Hosts, DCGM: dcgmFor,
 	}
 	if opts.Cloud != nil {
 		deps.CloudEvents = opts.Cloud.Events

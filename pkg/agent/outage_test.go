@@ -24,6 +24,7 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors"
 )
 
 // requestKind names a request the agent sends ("METHOD /path?query", as
@@ -160,7 +161,7 @@ func outageRun(t *testing.T, env *testenv.Env, k8s crclient.Client, mode testenv
 	root.WriteFile("etc/nodemend/agent.yaml", fileJournal)
 	a, err := New(Options{
 		Client: clients.Client, StatusClient: clients.Status, NodeName: node, HostRoot: root.Path(""),
-		ConfigPath: root.Path("etc/nodemend/agent.yaml"), ConfigPoll: time.Second, Log: testr.New(t), Timex: syncedClock{},
+		ConfigPath: root.Path("etc/nodemend/agent.yaml"), ConfigPoll: time.Second, Log: testr.New(t), Hosts: monitors.Hosts{Timex: syncedClock{}},
 		Clock:       clk,
 		Diagnostics: DiagnosticsOptions{Config: clients.Config},
 		Remediation: RemediationOptions{Config: clients.Config},

@@ -151,7 +151,7 @@ func (p *pipeline) release() {
 func (a *Agent) buildPipeline(ctx context.Context, c config.Config) (*pipeline, error) {
 	env := detection.Env{HostRoot: a.opts.HostRoot, Clock: a.opts.Clock, Threshold: c.Threshold}
 	p := &pipeline{cfg: c, byReason: map[string]detection.Monitor{}}
-	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgmSource)
+	p.candidates = buildMonitors(c, env, a.opts, a.pods, a.nodeLabels(), a.dcgm.Source)
 	p.monitors = applicable(ctx, p.candidates)
 	if cm := a.customMonitor(c); cm != nil {
 		p.monitors = append(p.monitors, cm)

@@ -66,8 +66,12 @@ func (a *Agent) startRemediation(ctx context.Context, wg *sync.WaitGroup) {
 			}
 		} else {
 			opts.Resetter = r
-			opts.ResetCandidates = a.exporter.ResetCandidates
-			opts.AfterReset = a.exporter.ClearAfterReset
+			opts.ResetCandidates = func() []string {
+				return a.exporter.FaultSubjects(health.AcceleratedHardwareReady, remediate.ResetCandidate)
+			}
+			opts.AfterReset = func(devices []string, everyGPU bool) {
+				a.exporter.ClearFaults(health.AcceleratedHardwareReady, remediate.ClearedByReset(devices, everyGPU))
+			}
 		}
 	}
 	e, err := remediate.New(opts)

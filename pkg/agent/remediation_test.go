@@ -21,6 +21,7 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/testenv"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/monitors"
 )
 
 // The agent's side of a ladder's Reboot, on a fake host whose "reboot" is
@@ -69,7 +70,7 @@ func TestRebootOrderAndTheNextBootsAgent(t *testing.T) {
 	run := func() func() {
 		a, err := New(Options{
 			Client: core, NodeName: node, HostRoot: root.Path(""), ConfigPath: root.Path("etc/nodemend/agent.yaml"),
-			ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Timex: syncedClock{},
+			ConfigPoll: 100 * time.Millisecond, Log: testr.New(t), Hosts: monitors.Hosts{Timex: syncedClock{}},
 			Remediation: RemediationOptions{Config: env.Config, Reboot: remediate.RebootConfig{Mechanism: remediate.MechanismCommand, Command: []string{"/bin/sh", hook}}},
 		})
 		if err != nil {

@@ -27,22 +27,30 @@ import (
 	"nodemend.dev/nodemend/pkg/monitors/neuron"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia"
 	"nodemend.dev/nodemend/pkg/monitors/nvidia/dcgm"
+	"nodemend.dev/nodemend/pkg/monitors/nvidia/nvmllib"
 	"nodemend.dev/nodemend/pkg/monitors/storage"
 )
+
+// Hosts are the monitors' interfaces to the host's hardware and kernel that
+// tests and the simulation replace; a nil one is the real host's.
+type Hosts struct {
+	// NVML opens the NVIDIA management library; nil means the real library
+	// (pkg/monitors/nvidia/nvmllib).
+	NVML nvidia.Opener
+	// Timex replaces adjtimex(2) for the clock check; nil is the real one.
+	Timex kernel.TimexReader
+}
 
 // Deps are what the agent hands the monitors besides detection.Env: facts of
 // the node, and the host interfaces that tests and the simulation replace.
 type Deps struct {
+	Hosts
 	// NodeName is this node.
 	NodeName string
 	// Pods lists this node's pods (from the agent's informer).
 	Pods containerruntime.PodLister
 	// NodeLabels serves this node's labels from a cache.
 	NodeLabels accel.NodeLabels
-	// NVML opens the NVIDIA management library.
-	NVML nvidia.Opener
-	// Timex replaces adjtimex(2) for the clock check; nil is the real one.
-	Timex kernel.TimexReader
 	// DCGM returns the DCGM source for the nvidia monitor's dcgm settings
 	// (nil: none); the agent keeps one across reloads while they stay.
 	DCGM func(dcgm.Config) *dcgm.Source
@@ -80,7 +88,11 @@ func Table() []Kind {
 			if d.DCGM != nil {
 				src = d.DCGM(c.DCGM)
 			}
-			return nvidia.New(env, c.Options(d.NVML, d.NodeLabels, src))
+			nvml := d.NVML
+			if nvml == nil {
+				nvml = nvmllib.Open
+			}
+			return nvidia.New(env, c.Options(nvml, d.NodeLabels, src))
 		}),
 		define("neuron", neuron.DefaultConfig, func(env detection.Env, d Deps, c accel.Config) detection.Monitor {
 			return neuron.New(env, neuron.OptionsFor(c, d.NodeLabels))

@@ -32,7 +32,7 @@ func TestTableIsTheRegistry(t *testing.T) {
 			t.Errorf("%s is in the table twice", k.Name)
 		}
 		table = append(table, k.Name)
-		m := k.New(detection.Env{HostRoot: t.TempDir()}, Deps{NVML: noNVML}, k.Default())
+		m := k.New(detection.Env{HostRoot: t.TempDir()}, Deps{Hosts: Hosts{NVML: noNVML}}, k.Default())
 		if m.Name() != k.Name {
 			t.Errorf("table entry %s builds monitor %s", k.Name, m.Name())
 		}

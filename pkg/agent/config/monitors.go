@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"nodemend.dev/nodemend/pkg/detection"
@@ -27,6 +28,26 @@ func defaultMonitors() Monitors {
 
 // Section returns the named monitor's section, nil for an unknown name.
 func (m Monitors) Section(name string) detection.Config { return m.sections[name] }
+
+// SectionOf returns m's section of type C, a monitor's config type, and
+// whether m has it: one monitor's settings read by their type, without its
+// name or a type assertion at the caller. A type several monitors share
+// (accel.Config) names no one section: false.
+func SectionOf[C detection.Config](m Monitors) (C, bool) {
+	var zero C
+	name := ""
+	for _, k := range monitors.Table() {
+		if k.Section() != reflect.TypeFor[C]() {
+			continue
+		}
+		if name != "" {
+			return zero, false
+		}
+		name = k.Name
+	}
+	c, ok := m.sections[name].(C)
+	return c, ok
+}
 
 // UnmarshalJSON decodes each section strictly into its monitor's type.
 func (m *Monitors) UnmarshalJSON(b []byte) error {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodemend.dev/nodemend/pkg/agent/remediate"
 	"nodemend.dev/nodemend/pkg/health"
 )
 
@@ -82,14 +83,14 @@ func TestClearAfterReset(t *testing.T) {
 	h.exp.Report(xid(health.ReasonNvidiaXID48Error, "0000:5d:00"))
 	clk.Step(time.Second)
 	h.exp.Report(xid(health.ReasonNvidiaXID79Error, "0000:86:00"))
-	if got := h.exp.ResetCandidates(); !slices.Equal(got, []string{"0000:3b:00", "0000:5d:00"}) {
+	if got := resetCandidates(h.exp); !slices.Equal(got, []string{"0000:3b:00", "0000:5d:00"}) {
 		t.Errorf("ResetCandidates = %v", got)
 	}
-	h.exp.ClearAfterReset([]string{"0000:3b:00.0"}, false)
-	if got := h.exp.ResetCandidates(); !slices.Equal(got, []string{"0000:5d:00"}) {
+	clearAfterReset(h.exp, []string{"0000:3b:00.0"}, false)
+	if got := resetCandidates(h.exp); !slices.Equal(got, []string{"0000:5d:00"}) {
 		t.Errorf("after the reset of 3b: %v", got)
 	}
-	h.exp.ClearAfterReset([]string{"0000:5d:00.0", "0000:86:00.0"}, false)
+	clearAfterReset(h.exp, []string{"0000:5d:00.0", "0000:86:00.0"}, false)
 	h.eventually("XID 79 remains", hasStatus(health.AcceleratedHardwareReady, corev1.ConditionFalse, health.ReasonNvidiaXID79Error))
 }
 
@@ -116,29 +117,30 @@ func TestHeaviestRemedyNamesTheCondition(t *testing.T) {
 
 	dcgm := on(health.ReasonDCGMHealthCode125, "GPU 0")
 	h.exp.ReportCheck([]string{health.ReasonDCGMHealthCode125}, []Detection{dcgm})
-	if got := h.exp.ResetCandidates(); !slices.Equal(got, []string{"0000:3b:00"}) {
+	if got := resetCandidates(h.exp); !slices.Equal(got, []string{"0000:3b:00"}) {
 		t.Errorf("ResetCandidates = %v, want the PCI address only", got)
 	}
-	h.exp.ClearAfterReset([]string{"0000:3b:00.0"}, false)
-	if got := h.exp.ResetCandidates(); len(got) != 0 {
+	clearAfterReset(h.exp, []string{"0000:3b:00.0"}, false)
+	if got := resetCandidates(h.exp); len(got) != 0 {
 		t.Errorf("after the reset of 3b: %v", got)
 	}
 	h.eventually("the DCGM fault stays after one GPU's reset", func(n *corev1.Node) bool {
 		c := cond(n, health.AcceleratedHardwareReady)
 		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == health.ReasonNvidiaXID64Error && strings.Contains(c.Message, health.ReasonDCGMHealthCode125)
 	})
-	h.exp.ClearAfterReset(nil, true)
+	clearAfterReset(h.exp, nil, true)
 	h.eventually("XID 64 alone after every GPU's reset", func(n *corev1.Node) bool {
 		c := cond(n, health.AcceleratedHardwareReady)
 		return c != nil && c.Reason == health.ReasonNvidiaXID64Error && !strings.Contains(c.Message, "more active")
 	})
 }
 
-func TestIsPCIAddress(t *testing.T) {
-	for s, want := range map[string]bool{"0000:3b:00": true, "0000:3b:00.0": true, "00000001:3B:1f.7": true, "GPU 0": false, "": false,
-		"0000:3b:00.8": false, "000:3b:00": false, "0000:3b:0g": false, "0000:3b": false, "0000:3b:00.01": false} {
-		if got := isPCIAddress(s); got != want {
-			t.Errorf("isPCIAddress(%q) = %v, want %v", s, got, want)
-		}
-	}
+// resetCandidates and clearAfterReset read and clear the faults as the
+// agent wires them to a GPU reset (pkg/agent/remediate).
+func resetCandidates(e *Exporter) []string {
+	return e.FaultSubjects(health.AcceleratedHardwareReady, remediate.ResetCandidate)
+}
+
+func clearAfterReset(e *Exporter, devices []string, everyGPU bool) {
+	e.ClearFaults(health.AcceleratedHardwareReady, remediate.ClearedByReset(devices, everyGPU))
 }

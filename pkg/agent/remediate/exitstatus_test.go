@@ -21,7 +21,7 @@ func TestResetRefusedWhenTheDriverNamesMorePeersAfterTheExpansion(t *testing.T) 
 		Set(reset+all4, command.Result{Stdout: "Unable to reset GPU 00000000:2A:00.0 because it's linked to other GPUs via NVLink and those GPUs are not being reset along with it.\n" +
 			"GPUs that must also be reset: 00000000:9B:00.0\n", Err: failed}).
 		Set(reset+five, command.Result{Stdout: fixture(t, "reset-success.txt")}).
-		Set(health+five, command.Result{Stdout: fixture(t, "health-all-ok.txt")})
+		Set(healthQuery+five, command.Result{Stdout: fixture(t, "health-all-ok.txt")})
 	_, err := NvidiaSMI{Commands: s}.Reset(t.Context(), []string{one})
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("err = %v, want ErrRefused", err)
@@ -37,13 +37,13 @@ func TestResetRefusedWhenTheDriverNamesMorePeersAfterTheExpansion(t *testing.T) 
 func TestNvidiaResetExitingWithAnErrorIsNotASuccess(t *testing.T) {
 	s := script(t).
 		Set(reset+one, command.Result{Stdout: fixture(t, "reset-success.txt"), Err: failed}).
-		Set(health+one, command.Result{Stdout: fixture(t, "health-ok.txt")})
+		Set(healthQuery+one, command.Result{Stdout: fixture(t, "health-ok.txt")})
 	if _, err := (NvidiaSMI{Commands: s}).Reset(t.Context(), []string{one}); !errors.Is(err, ErrRefused) {
 		t.Errorf("reset exits 255 saying it succeeded: err = %v, want ErrRefused", err)
 	}
 	s = script(t).
 		Set(reset+one, command.Result{Stdout: fixture(t, "reset-success.txt")}).
-		Set(health+one, command.Result{Stdout: fixture(t, "health-ok.txt"), Err: failed})
+		Set(healthQuery+one, command.Result{Stdout: fixture(t, "health-ok.txt"), Err: failed})
 	if _, err := (NvidiaSMI{Commands: s}).Reset(t.Context(), []string{one}); !errors.Is(err, ErrUnhealthy) {
 		t.Errorf("health query exits 255 with healthy output: err = %v, want ErrUnhealthy", err)
 	}

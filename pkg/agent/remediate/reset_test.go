@@ -31,12 +31,12 @@ func fixture(t *testing.T, name string) string {
 var failed = errors.New("exit status 255")
 
 const (
-	listGPUs = "nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader"
-	apps     = "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name --format=csv,noheader"
-	health   = "nvidia-smi --query-gpu=pci.bus_id,uuid,pstate,ecc.errors.uncorrected.volatile.total --format=csv,noheader -i "
-	reset    = "nvidia-smi --gpu-reset -i "
-	one      = "0000:2a:00.0"
-	all4     = "0000:2a:00.0,0000:18:00.0,0000:3a:00.0,0000:5d:00.0"
+	listGPUs    = "nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader"
+	apps        = "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name --format=csv,noheader"
+	healthQuery = "nvidia-smi --query-gpu=pci.bus_id,uuid,pstate,ecc.errors.uncorrected.volatile.total --format=csv,noheader -i "
+	reset       = "nvidia-smi --gpu-reset -i "
+	one         = "0000:2a:00.0"
+	all4        = "0000:2a:00.0,0000:18:00.0,0000:3a:00.0,0000:5d:00.0"
 )
 
 func script(t *testing.T) *command.Script {
@@ -62,7 +62,7 @@ func callsAfter(s *command.Script, prefix string) []string {
 func TestResetOneGPU(t *testing.T) {
 	s := script(t).
 		Set(reset+one, command.Result{Stdout: fixture(t, "reset-success.txt")}).
-		Set(health+one, command.Result{Stdout: fixture(t, "health-ok.txt")})
+		Set(healthQuery+one, command.Result{Stdout: fixture(t, "health-ok.txt")})
 	res, err := NvidiaSMI{Commands: s}.Reset(t.Context(), []string{"00000000:2A:00.0"})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestResetIncludesTheNVLinkPeersTheDriverRequires(t *testing.T) {
 	s := script(t).
 		Set(reset+one, command.Result{Stdout: fixture(t, "reset-nvlink-peers.txt"), Err: failed}).
 		Set(reset+all4, command.Result{Stdout: fixture(t, "reset-success.txt")}).
-		Set(health+all4, command.Result{Stdout: fixture(t, "health-all-ok.txt")})
+		Set(healthQuery+all4, command.Result{Stdout: fixture(t, "health-all-ok.txt")})
 	res, err := NvidiaSMI{Commands: s}.Reset(t.Context(), []string{one})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestResetNotSupported(t *testing.T) {
 func TestResetButStillUnhealthy(t *testing.T) {
 	s := script(t).
 		Set(reset+one, command.Result{Stdout: fixture(t, "reset-success.txt")}).
-		Set(health+one, command.Result{Stdout: fixture(t, "health-requires-reset.txt")})
+		Set(healthQuery+one, command.Result{Stdout: fixture(t, "health-requires-reset.txt")})
 	_, err := NvidiaSMI{Commands: s}.Reset(t.Context(), []string{one})
 	if !errors.Is(err, ErrUnhealthy) {
 		t.Fatalf("err = %v, want ErrUnhealthy", err)
