@@ -119,8 +119,9 @@ spec:
 		}
 	})
 	// The spare starts cordoned, so that the pod lands on the node that dies.
-	host := attachNode(ctx, t, node, map[string]string{label: "true", pool: "true"}, false)
-	attachNode(ctx, t, spare, map[string]string{pool: "true"}, true)
+	// Both nodes in a zone and a pool of the test's own.
+	host := attachNode(ctx, t, node, map[string]string{label: "true", pool: "true", corev1.LabelTopologyZone: policy, plainPool: policy}, false)
+	attachNode(ctx, t, spare, map[string]string{pool: "true", corev1.LabelTopologyZone: policy, plainPool: policy}, true)
 	if err := cluster.Apply(ctx, `apiVersion: apps/v1
 kind: StatefulSet
 metadata:

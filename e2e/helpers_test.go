@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +38,16 @@ type scenario struct {
 // every node's agent reporting the condition True.
 func (sc scenario) setUp(ctx context.Context, t *testing.T) []string {
 	t.Helper()
+	if !slices.Contains(zones, sc.pool) {
+		t.Fatalf("pool %s has no zone of its own: add it to zones (main_test.go)", sc.pool)
+	}
 	labels := map[string]string{}
 	if sc.condition == gpuCondition {
 		labels[sim.GPULabel] = "1"
 		labels["nodemend.dev/expected-gpu-count"] = "1"
 	}
 	manifests := strings.Join([]string{
-		sim.NodePool(sc.pool, "c-4x-amd64-linux", labels),
+		sim.NodePoolInZone(sc.pool, "c-4x-amd64-linux", sc.pool, labels),
 		sim.RepairPolicy(sc.pool, "karpenter.sh/nodepool", sc.pool, string(sc.condition), sc.toleration, sc.deadline, sc.gate),
 		sim.Workload(sc.pool, "app", sc.pool, sc.replicas, "2", sc.maxUnavail),
 	}, "---\n")
@@ -58,6 +62,13 @@ func (sc scenario) setUp(ctx context.Context, t *testing.T) []string {
 	for _, n := range nodes {
 		if _, err := cluster.WaitCondition(ctx, n, sc.condition, corev1.ConditionTrue); err != nil {
 			t.Fatal(err)
+		}
+		node, err := cluster.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if z := node.Labels[corev1.LabelTopologyZone]; z != sc.pool {
+			t.Fatalf("node %s of pool %s is in zone %q, want its own", n, sc.pool, z)
 		}
 	}
 	return nodes

@@ -109,7 +109,9 @@ spec:
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        node,
 		Annotations: map[string]string{sim.KwokAnnotation: "fake"},
-		Labels:      map[string]string{label: "true", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux"},
+		// A zone and a pool of the test's own.
+		Labels: map[string]string{label: "true", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux",
+			corev1.LabelTopologyZone: policy, plainPool: policy},
 	}}
 	for k, v := range labels {
 		n.Labels[k] = v

@@ -8,7 +8,10 @@
 //
 // Each test has its own NodePool, policy and workload, so they run in
 // parallel; the leader-kill test runs alone first because it pauses every
-// repair while the Lease changes hands.
+// repair while the Lease changes hands. Each test's nodes are in a zone and
+// a pool of their own too (zones, plainPool): the controller's zone gate
+// counts every pool's nodes of a zone, and its pool gate every node of no
+// pool together, so tests sharing them would change each other's counts.
 package e2e
 
 import (
@@ -24,6 +27,15 @@ import (
 
 var cluster *sim.Sim
 
+// zones are the zones Karpenter offers its instance types in: one per
+// scenario, named as its pool (scenario.setUp refuses a pool without one).
+var zones = []string{"e2e-gpu", "e2e-storm", "e2e-flap", "e2e-pdb", "e2e-leader", "e2e-bundle", "e2e-identity"}
+
+// plainPool is the label whose value is the pool of a node no engine owns
+// (the controller's --pool-label); Karpenter's nodes do not carry it and
+// keep their NodePool as their pool.
+const plainPool = "e2e.nodemend.dev/pool"
+
 // agentConfig is the simulation's default (which ends in its reasons:
 // section) with a short quiet period for the reason the flapping-fault
 // test injects.
@@ -35,7 +47,8 @@ func TestMain(m *testing.M) {
 	s, err := sim.Start(ctx, sim.Options{
 		Dir: testenv.RepoRoot() + "/_output/e2e", Karpenter: true, Controllers: 2, Agents: true, LeastPrivilege: true,
 		AgentConfig:    agentConfig,
-		ControllerArgs: []string{"--drain-poll-interval", "1s", "--recheck-interval", "5s"},
+		Zones:          zones,
+		ControllerArgs: []string{"--drain-poll-interval", "1s", "--recheck-interval", "5s", "--pool-label", plainPool},
 		Logf:           func(f string, a ...any) { fmt.Printf("sim: "+f+"\n", a...) },
 	})
 	cancel()

@@ -2,11 +2,16 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +60,7 @@ func (s *Sim) startKarpenter(ctx context.Context) error {
 	if s.opts.KarpenterNodeRepair {
 		repair = "NodeRepair=true"
 	}
-	p, err := s.start("karpenter", filepath.Join(s.bins.sim, "karpenter-kwok"), nil, []string{
+	env := []string{
 		"KUBECONFIG=" + s.Kubeconfig,
 		"SYSTEM_NAMESPACE=kube-system",
 		"DISABLE_LEADER_ELECTION=true",
@@ -65,7 +70,19 @@ func (s *Sim) startKarpenter(ctx context.Context) error {
 		"FEATURE_GATES=" + repair,
 		// A demo's pods arrive together; don't wait 10 s for more.
 		"BATCH_IDLE_DURATION=500ms", "BATCH_MAX_DURATION=3s",
-	})
+	}
+	if len(s.opts.Zones) > 0 {
+		types, err := instanceTypes(s.opts.Zones)
+		if err != nil {
+			return err
+		}
+		file := filepath.Join(s.Dir, "instance-types.json")
+		if err := os.WriteFile(file, types, 0o644); err != nil {
+			return err
+		}
+		env = append(env, "INSTANCE_TYPES_FILE_PATH="+file)
+	}
+	p, err := s.start("karpenter", filepath.Join(s.bins.sim, "karpenter-kwok"), nil, env)
 	if err != nil {
 		return err
 	}
@@ -153,4 +170,57 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// kwokInstanceTypes are the instance types the simulation uses, as the
+// kwok provider's own table defines them (name → resources), offered in
+// Options.Zones when those are set.
+func kwokInstanceTypes() map[string]corev1.ResourceList {
+	return map[string]corev1.ResourceList{
+		"c-1x-amd64-linux": {corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"), corev1.ResourcePods: resource.MustParse("16")},
+		"c-4x-amd64-linux": {corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"), corev1.ResourcePods: resource.MustParse("64")},
+	}
+}
+
+// instanceTypes is the kwok provider's instance-types file (its
+// INSTANCE_TYPES_FILE_PATH, the format of its embedded table): each of
+// kwokInstanceTypes, on demand, in each of zones.
+func instanceTypes(zones []string) ([]byte, error) {
+	type requirement struct {
+		Key      string   `json:"key"`
+		Operator string   `json:"operator"`
+		Values   []string `json:"values"`
+	}
+	type offering struct {
+		Price        float64
+		Available    bool
+		Requirements []requirement
+	}
+	type instanceType struct {
+		Name             string              `json:"name"`
+		Offerings        []offering          `json:"offerings"`
+		Architecture     string              `json:"architecture"`
+		OperatingSystems []string            `json:"operatingSystems"`
+		Resources        corev1.ResourceList `json:"resources"`
+	}
+	table := kwokInstanceTypes()
+	names := make([]string, 0, len(table))
+	for n := range table {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []instanceType
+	for _, n := range names {
+		it := instanceType{Name: n, Architecture: "amd64", OperatingSystems: []string{"linux"}, Resources: table[n]}
+		for _, z := range zones {
+			it.Offerings = append(it.Offerings, offering{Price: 0.1, Available: true, Requirements: []requirement{
+				{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{"on-demand"}},
+				{Key: corev1.LabelTopologyZone, Operator: "In", Values: []string{z}},
+			}})
+		}
+		out = append(out, it)
+	}
+	return json.MarshalIndent(out, "", "  ")
 }

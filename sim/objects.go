@@ -6,9 +6,19 @@ import "fmt"
 // instance type, labelled with labels (GPULabel gives their hosts GPUs),
 // never consolidated or expired, so that only nodemend removes them.
 func NodePool(name, instanceType string, labels map[string]string) string {
+	return NodePoolInZone(name, instanceType, "", labels)
+}
+
+// NodePoolInZone is NodePool with its nodes in zone (one of Options.Zones;
+// empty: any the provider offers).
+func NodePoolInZone(name, instanceType, zone string, labels map[string]string) string {
 	l := ""
 	for k, v := range labels {
 		l += fmt.Sprintf("\n        %s: %q", k, v)
+	}
+	z := ""
+	if zone != "" {
+		z = fmt.Sprintf("\n      - {key: topology.kubernetes.io/zone, operator: In, values: [%s]}", zone)
 	}
 	return fmt.Sprintf(`apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -24,11 +34,11 @@ spec:
       expireAfter: Never
       requirements:
       - {key: node.kubernetes.io/instance-type, operator: In, values: [%[2]s]}
-      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}%[5]s
   disruption:
     consolidationPolicy: WhenEmpty
     consolidateAfter: Never
-`, name, instanceType, l, NodeClassName)
+`, name, instanceType, l, NodeClassName, z)
 }
 
 // Workload is a Deployment of replicas pods, one per node of pool (required

@@ -45,6 +45,13 @@ type Options struct {
 	Dir string
 	// Karpenter runs Karpenter with its kwok cloud provider (and kwok).
 	Karpenter bool
+	// Zones, when set, are the only zones Karpenter's kwok provider offers
+	// the simulation's instance types in (c-1x- and c-4x-amd64-linux, on demand),
+	// instead of kwok's four test-zone-a..d: enough for each NodePool to
+	// have a zone of its own (NodePoolInZone). The controller's zone gate
+	// counts every pool's nodes of a zone, so tests that share zones change
+	// each other's counts.
+	Zones []string
 	// KarpenterNodeRepair turns on Karpenter's own node repair (its
 	// NodeRepair feature gate), for comparing it with nodemend's.
 	KarpenterNodeRepair bool
