@@ -17,6 +17,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/cli/timeline"
+	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
@@ -154,7 +155,7 @@ func ownerOf(node *corev1.Node, evs []eventlog.Event) (kind, namespace, name str
 				return "NodeClaim", "", r.Name
 			}
 		}
-		if ns, m, ok := pool.MachineOf(node); ok {
+		if ns, m, ok := clusterapi.MachineOf(node); ok {
 			return "Machine", ns, m
 		}
 		if st, err := workflow.Read(node); err == nil && st.Target != nil && st.Target.Kind != "Node" {

@@ -13,6 +13,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
+	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -77,8 +78,8 @@ func randomNode(rng *rand.Rand, name string) *corev1.Node {
 	case 1:
 		n.Labels[pool.KarpenterNodePoolLabel] = fmt.Sprint("np", rng.IntN(2))
 	case 2:
-		n.Annotations[pool.MachineAnnotation] = fmt.Sprint("m", rng.IntN(4))
-		n.Annotations[pool.ClusterNamespaceAnnotation] = "ns"
+		n.Annotations[clusterapi.MachineAnnotation] = fmt.Sprint("m", rng.IntN(4))
+		n.Annotations[clusterapi.ClusterNamespaceAnnotation] = "ns"
 	}
 	if z := rng.IntN(3); z > 0 {
 		n.Labels[pool.ZoneLabel] = fmt.Sprint("z", z)
@@ -114,7 +115,7 @@ func TestTalliesEqualTheWalkUnderChurn(t *testing.T) {
 		if !ok {
 			return pool.Machine{}, false
 		}
-		return pool.Machine{Labels: map[string]string{pool.MachineDeploymentLabel: md}}, true
+		return pool.Machine{Labels: map[string]string{clusterapi.MachineDeploymentLabel: md}}, true
 	}
 	sets := []*policy.Set{nil, policies(t, false), policies(t, true)}
 	for seed := uint64(1); seed <= 20; seed++ {
@@ -194,7 +195,7 @@ func BenchmarkGroup(b *testing.B) {
 	for i := range 5000 {
 		n := randomNode(rng, fmt.Sprint("n", i))
 		n.Labels["pool"] = fmt.Sprint("p", i%10)
-		delete(n.Annotations, pool.MachineAnnotation)
+		delete(n.Annotations, clusterapi.MachineAnnotation)
 		nodes[n.Name] = n
 		c.Upsert(n)
 	}

@@ -20,22 +20,6 @@ const (
 	// KarpenterGroup is the API group of NodePool and NodeClaim.
 	KarpenterGroup = "karpenter.sh"
 
-	// ClusterAPIGroup is the API group of Machine, MachineSet and
-	// MachineDeployment.
-	ClusterAPIGroup = "cluster.x-k8s.io"
-	// MachineAnnotation names the Machine of a Cluster API node.
-	MachineAnnotation = "cluster.x-k8s.io/machine"
-	// ClusterNamespaceAnnotation is the namespace of that Machine.
-	ClusterNamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace"
-	// OwnerKindAnnotation and OwnerNameAnnotation name the Machine's owner
-	// (usually a MachineSet), set on the node by Cluster API.
-	OwnerKindAnnotation = "cluster.x-k8s.io/owner-kind"
-	OwnerNameAnnotation = "cluster.x-k8s.io/owner-name"
-	// MachineDeploymentLabel and MachineSetLabel are set on Machines created
-	// through a MachineDeployment / MachineSet.
-	MachineDeploymentLabel = "cluster.x-k8s.io/deployment-name"
-	MachineSetLabel        = "cluster.x-k8s.io/set-name"
-
 	// ZoneLabel is the node's topology zone, for the zone gate.
 	ZoneLabel = corev1.LabelTopologyZone
 )
@@ -113,15 +97,6 @@ type Resolver struct {
 	// pkg/repair/backend/backends.Pools); the first that pools a node
 	// decides.
 	Engines []Engine
-}
-
-// MachineOf returns the namespace and name of a Cluster API node's Machine.
-func MachineOf(node *corev1.Node) (namespace, name string, ok bool) {
-	name = node.Annotations[MachineAnnotation]
-	if name == "" {
-		return "", "", false
-	}
-	return node.Annotations[ClusterNamespaceAnnotation], name, true
 }
 
 // NeedsMachine reports whether Of's answer for node depends on an object an

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
@@ -58,7 +59,7 @@ func TestCheckOverride(t *testing.T) {
 // kind to watch.
 func TestWhatEachBackendProvides(t *testing.T) {
 	capi := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: map[string]string{
-		pool.MachineAnnotation: "m-1", pool.ClusterNamespaceAnnotation: "prod", pool.OwnerKindAnnotation: "MachineSet", pool.OwnerNameAnnotation: "workers-abc"}}}
+		clusterapi.MachineAnnotation: "m-1", clusterapi.ClusterNamespaceAnnotation: "prod", clusterapi.OwnerKindAnnotation: "MachineSet", clusterapi.OwnerNameAnnotation: "workers-abc"}}}
 	rows := map[string]struct {
 		owns    *corev1.Node
 		engine  bool
@@ -69,7 +70,7 @@ func TestWhatEachBackendProvides(t *testing.T) {
 		backend.Karpenter: {owns: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "k", Labels: map[string]string{pool.KarpenterNodePoolLabel: "gpu"}}},
 			engine: true, pool: "NodePool/gpu"},
 		backend.ClusterAPI: {owns: capi, engine: true, pool: "MachineSet/prod/workers-abc", lookup: true,
-			watches: []schema.GroupKind{{Group: pool.ClusterAPIGroup, Kind: "Machine"}}},
+			watches: []schema.GroupKind{{Group: clusterapi.Group, Kind: "Machine"}}},
 		backend.Node: {owns: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}},
 	}
 	for _, b := range Table(Deps{}) {
@@ -101,7 +102,7 @@ func TestWhatEachBackendProvides(t *testing.T) {
 	if len(rows) != len(Table(Deps{})) {
 		t.Errorf("%d rows for %d backends: a row for a backend the table does not have", len(rows), len(Table(Deps{})))
 	}
-	if got, want := Watches(), []schema.GroupKind{{Group: pool.ClusterAPIGroup, Kind: "Machine"}}; !slices.Equal(got, want) {
+	if got, want := Watches(), []schema.GroupKind{{Group: clusterapi.Group, Kind: "Machine"}}; !slices.Equal(got, want) {
 		t.Errorf("Watches() = %v, want %v", got, want)
 	}
 }

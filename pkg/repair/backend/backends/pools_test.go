@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
@@ -15,10 +16,10 @@ func nodeWith(labels, annotations map[string]string) *corev1.Node {
 
 // Each engine backend pools its own nodes: the pools the gate counts.
 func TestPoolsOf(t *testing.T) {
-	capiAnn := map[string]string{pool.MachineAnnotation: "m-1", pool.ClusterNamespaceAnnotation: "prod", pool.OwnerKindAnnotation: "MachineSet", pool.OwnerNameAnnotation: "workers-abc"}
+	capiAnn := map[string]string{clusterapi.MachineAnnotation: "m-1", clusterapi.ClusterNamespaceAnnotation: "prod", clusterapi.OwnerKindAnnotation: "MachineSet", clusterapi.OwnerNameAnnotation: "workers-abc"}
 	machines := map[string]pool.Machine{
-		"prod/m-1": {Labels: map[string]string{pool.MachineDeploymentLabel: "workers", pool.MachineSetLabel: "workers-abc"}},
-		"prod/m-2": {Labels: map[string]string{pool.MachineSetLabel: "lonely-set"}},
+		"prod/m-1": {Labels: map[string]string{clusterapi.MachineDeploymentLabel: "workers", clusterapi.MachineSetLabel: "workers-abc"}},
+		"prod/m-2": {Labels: map[string]string{clusterapi.MachineSetLabel: "lonely-set"}},
 		"prod/m-3": {Owner: &metav1.OwnerReference{APIVersion: "controlplane.cluster.x-k8s.io/v1beta2", Kind: "KubeadmControlPlane", Name: "cp"}},
 	}
 	lookup := func(ns, name string) (pool.Machine, bool) { m, ok := machines[ns+"/"+name]; return m, ok }
@@ -27,7 +28,7 @@ func TestPoolsOf(t *testing.T) {
 		for k, v := range capiAnn {
 			a[k] = v
 		}
-		a[pool.MachineAnnotation] = m
+		a[clusterapi.MachineAnnotation] = m
 		return a
 	}
 	tests := []struct {
@@ -47,7 +48,7 @@ func TestPoolsOf(t *testing.T) {
 		{"capi other owner", Pools(""), nodeWith(nil, with("m-3")), lookup, "KubeadmControlPlane/prod/cp", true},
 		{"capi machine not cached: node annotations", Pools(""), nodeWith(nil, with("m-9")), lookup, "MachineSet/prod/workers-abc", true},
 		{"capi not installed", Pools(""), nodeWith(nil, with("m-1")), nil, "MachineSet/prod/workers-abc", true},
-		{"capi without owner annotations", Pools(""), nodeWith(nil, map[string]string{pool.MachineAnnotation: "m-9", pool.ClusterNamespaceAnnotation: "prod"}), lookup, "cluster", false},
+		{"capi without owner annotations", Pools(""), nodeWith(nil, map[string]string{clusterapi.MachineAnnotation: "m-9", clusterapi.ClusterNamespaceAnnotation: "prod"}), lookup, "cluster", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,34 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
+// Cluster API's labels and annotations, its public API: nodemend reads
+// them, never writes them.
+const (
+	// Group is the API group of Machine, MachineSet and MachineDeployment.
+	Group = "cluster.x-k8s.io"
+	// MachineAnnotation names the Machine of a Cluster API node.
+	MachineAnnotation = "cluster.x-k8s.io/machine"
+	// ClusterNamespaceAnnotation is the namespace of that Machine.
+	ClusterNamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace"
+	// OwnerKindAnnotation and OwnerNameAnnotation name the Machine's owner
+	// (usually a MachineSet), set on the node by Cluster API.
+	OwnerKindAnnotation = "cluster.x-k8s.io/owner-kind"
+	OwnerNameAnnotation = "cluster.x-k8s.io/owner-name"
+	// MachineDeploymentLabel and MachineSetLabel are set on Machines created
+	// through a MachineDeployment / MachineSet.
+	MachineDeploymentLabel = "cluster.x-k8s.io/deployment-name"
+	MachineSetLabel        = "cluster.x-k8s.io/set-name"
+)
+
+// MachineOf returns the namespace and name of a Cluster API node's Machine.
+func MachineOf(node *corev1.Node) (namespace, name string, ok bool) {
+	name = node.Annotations[MachineAnnotation]
+	if name == "" {
+		return "", "", false
+	}
+	return node.Annotations[ClusterNamespaceAnnotation], name, true
+}
+
 // Backend resolves Machines.
 type Backend struct {
 	Reader client.Reader
@@ -35,7 +63,7 @@ func (Backend) Engine() bool { return true }
 
 // Owns: node carries Cluster API's Machine annotations.
 func (Backend) Owns(node *corev1.Node) bool {
-	_, _, ok := pool.MachineOf(node)
+	_, _, ok := MachineOf(node)
 	return ok
 }
 
@@ -44,25 +72,25 @@ func (Backend) Owns(node *corev1.Node) bool {
 // provider's kind), read from the watched Machine; a Machine not (yet) in
 // the cache falls back to the owner Cluster API writes on the node.
 func (Backend) PoolOf(node *corev1.Node, machines pool.MachineLookup) (pool.Pool, bool) {
-	ns, name, ok := pool.MachineOf(node)
+	ns, name, ok := MachineOf(node)
 	if !ok {
 		return pool.Pool{}, false
 	}
 	if machines != nil {
 		if m, found := machines(ns, name); found {
-			if md := m.Labels[pool.MachineDeploymentLabel]; md != "" {
-				return pool.Pool{Group: pool.ClusterAPIGroup, Kind: "MachineDeployment", Namespace: ns, Name: md}, true
+			if md := m.Labels[MachineDeploymentLabel]; md != "" {
+				return pool.Pool{Group: Group, Kind: "MachineDeployment", Namespace: ns, Name: md}, true
 			}
-			if ms := m.Labels[pool.MachineSetLabel]; ms != "" {
-				return pool.Pool{Group: pool.ClusterAPIGroup, Kind: "MachineSet", Namespace: ns, Name: ms}, true
+			if ms := m.Labels[MachineSetLabel]; ms != "" {
+				return pool.Pool{Group: Group, Kind: "MachineSet", Namespace: ns, Name: ms}, true
 			}
 			if o := m.Owner; o != nil {
 				return pool.Pool{Group: groupOf(o.APIVersion), Kind: o.Kind, Namespace: ns, Name: o.Name}, true
 			}
 		}
 	}
-	if kind, owner := node.Annotations[pool.OwnerKindAnnotation], node.Annotations[pool.OwnerNameAnnotation]; kind != "" && owner != "" {
-		group := pool.ClusterAPIGroup
+	if kind, owner := node.Annotations[OwnerKindAnnotation], node.Annotations[OwnerNameAnnotation]; kind != "" && owner != "" {
+		group := Group
 		if kind != "MachineSet" && kind != "MachineDeployment" {
 			group = "" // e.g. a control plane provider's kind: no object we can address safely
 		}
@@ -74,14 +102,14 @@ func (Backend) PoolOf(node *corev1.Node, machines pool.MachineLookup) (pool.Pool
 // NeedsLookup: a node that names a Machine is pooled by that Machine,
 // which changes apart from the node.
 func (Backend) NeedsLookup(node *corev1.Node) bool {
-	_, _, ok := pool.MachineOf(node)
+	_, _, ok := MachineOf(node)
 	return ok
 }
 
 // Watches Machines (metadata only, when Cluster API is served), so that
 // PoolOf's lookups read a synced cache.
 func (Backend) Watches() []schema.GroupKind {
-	return []schema.GroupKind{{Group: pool.ClusterAPIGroup, Kind: "Machine"}}
+	return []schema.GroupKind{{Group: Group, Kind: "Machine"}}
 }
 
 func groupOf(apiVersion string) string {
@@ -95,11 +123,11 @@ func groupOf(apiVersion string) string {
 // Resolve returns the Machine named by the node's annotations, checking that
 // it exists, in the version the cluster prefers.
 func (b Backend) Resolve(ctx context.Context, n *corev1.Node) (backend.Target, error) {
-	ns, name, ok := pool.MachineOf(n)
+	ns, name, ok := MachineOf(n)
 	if !ok {
-		return backend.Target{}, fmt.Errorf("node %s has no %s annotation: %w", n.Name, pool.MachineAnnotation, backend.ErrNoTarget)
+		return backend.Target{}, fmt.Errorf("node %s has no %s annotation: %w", n.Name, MachineAnnotation, backend.ErrNoTarget)
 	}
-	mapping, err := b.Mapper.RESTMapping(schema.GroupKind{Group: pool.ClusterAPIGroup, Kind: "Machine"})
+	mapping, err := b.Mapper.RESTMapping(schema.GroupKind{Group: Group, Kind: "Machine"})
 	if err != nil {
 		return backend.Target{}, fmt.Errorf("Cluster API Machines are not served (%v): %w", err, backend.ErrNoTarget)
 	}
