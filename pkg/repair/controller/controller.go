@@ -46,7 +46,6 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/metrics"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/slots"
-	"nodemend.dev/nodemend/pkg/repair/wake"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -83,11 +82,13 @@ const (
 // periods, and a node that waits its turn is already tainted.
 const DefaultMaxConcurrentDrains = 10
 
-// Retries of a node whose reconcile failed: 5 ms doubling to 30 s, with
-// jitter, per node (internal/backoff.PerItem). controller-runtime's default
-// starts as fast but has no jitter and a 1000 s cap: after an API outage a
-// node that failed often would wait a quarter of an hour for its next
-// reconcile, and the nodes that failed together would retry together.
+// Retries of a node whose reconcile failed (a write that conflicted
+// included, Reconcile): 5 ms doubling to 30 s, with jitter, per node
+// (internal/backoff.PerItem), starting over after a reconcile that
+// succeeds. controller-runtime's default starts as fast but has no jitter
+// and a 1000 s cap: after an API outage a node that failed often would
+// wait a quarter of an hour for its next reconcile, and the nodes that
+// failed together would retry together.
 const (
 	RetryInitial = 5 * time.Millisecond
 	RetryMax     = 30 * time.Second
@@ -145,6 +146,11 @@ type Options struct {
 	// AfterStep, for tests, runs after each step is recorded on the API; an
 	// error aborts the reconcile at that point, as a crash would.
 	AfterStep func(ctx context.Context, node string, step Step) error
+	// NewQueue builds the controller's work queue (controller-runtime's
+	// controller.Options.NewQueue); nil: controller-runtime's. The queue's
+	// clock is the one RequeueAfter waits on: a controller on a fake Clock
+	// needs a queue whose delays run on it.
+	NewQueue func(controllerName string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request]
 	// SkipNameValidation allows several controllers in one process (tests).
 	SkipNameValidation bool
 	// AgentSilence is how long a node's agent may go without a heartbeat
@@ -206,7 +212,8 @@ type Reconciler struct {
 	backends backend.Registry
 	pools    pool.Resolver
 	metrics  *metrics.Metrics
-	wake     *wake.Scheduler[string]
+	// queue is the controller's work queue once it runs (requeue.go).
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 	// watched are the served versions of the kinds the backends pool
 	// nodes by (backends.Watches: Cluster API Machines); none when no
 	// engine that needs them is installed.
@@ -238,7 +245,6 @@ type Reconciler struct {
 	// gauge and for the pool events.
 	blocked map[string]blockedAt
 
-	conflicts conflictRetries
 	// drains are the drain turns (pkg/repair/slots).
 	drains *slots.Slots
 	// breaker keeps the pool and zone gates from latching or stampeding
@@ -353,13 +359,14 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetNamespace() == opts.Namespace && o.GetName() == opts.PauseConfigMap
 			}))).
-		WatchesRawSource(source.Func(r.startWake)).
+		WatchesRawSource(source.Func(r.startQueue)).
 		Watches(&corev1.Pod{}, handler.Funcs{}).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(agentEventNode)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			SkipNameValidation:      &opts.SkipNameValidation,
 			RateLimiter:             &backoff.PerItem[reconcile.Request]{Initial: RetryInitial, Max: RetryMax},
+			NewQueue:                opts.NewQueue,
 		})
 	// NodeRemediations (the ladder's orders) are watched when their CRD is
 	// installed: an agent's report wakes the order's node. Without it, the
@@ -384,16 +391,6 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 	return r, b.Complete(r)
 }
 
-// startWake runs the wake-up scheduler while the controller runs (that is,
-// while this replica leads): a due node goes into the work queue.
-func (r *Reconciler) startWake(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	r.wake = wake.New(r.opts.Clock, func(name string) {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
-	})
-	go r.wake.Run(ctx)
-	return nil
-}
-
 // allNodes enqueues every node: a policy or the pause switch changed.
 func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.Request {
 	nodes := &corev1.NodeList{}
@@ -406,19 +403,6 @@ func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
 	}
 	return reqs
-}
-
-// wakeAt schedules the next reconcile of node on the controller's clock.
-func (r *Reconciler) wakeAt(node string, t time.Time) {
-	if r.wake != nil {
-		r.wake.At(node, t)
-	}
-}
-
-func (r *Reconciler) cancelWake(node string) {
-	if r.wake != nil {
-		r.wake.Cancel(node)
-	}
 }
 
 // hostname names this replica in its events' reportingInstance, as the

@@ -41,9 +41,9 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		return reconcile.Result{}, err
 	}
 	if !asmt.Unhealthy() {
-		r.forget(node.Name)
+		r.forget(ctx, node.Name)
 		if st.Ladder != nil && now.Before(st.Ladder.Until.Time) {
-			r.wakeAt(node.Name, st.Ladder.Until.Time)
+			wakeAt(ctx, st.Ladder.Until.Time)
 		}
 		if len(st.Since) > 0 && !r.opts.DryRun {
 			next := workflow.WithSince(st.Record, nil)
@@ -77,8 +77,8 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 				return reconcile.Result{}, err
 			}
 		}
-		r.cancelWake(node.Name)
-		r.leaveBacklog(node.Name, now)
+		noWake(ctx)
+		r.leaveBacklog(node.Name)
 		if r.dedupe.first(node.Name, keyActionNone, pol.Name) {
 			log.Info("node unhealthy; its policy's action is None, so it is only counted", "policy", pol.Name)
 		}
@@ -101,8 +101,8 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		request = workflow.RepairNowAt(st.RepairRequest, now)
 	}
 	if !expired {
-		r.leaveBacklog(node.Name, now) // a policy's toleration grew: not due any more
-		r.wakeAt(node.Name, asmt.NextExpiry())
+		r.leaveBacklog(node.Name) // a policy's toleration grew: not due any more
+		wakeAt(ctx, asmt.NextExpiry())
 		return reconcile.Result{}, nil
 	}
 	d, grp, release, err := r.decide(ctx, node, st, pol, set, now)
@@ -117,7 +117,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	}
 	if !d.Allowed {
 		r.block(ctx, node, d, grp)
-		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		wakeAt(ctx, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
 	r.unblock(node.Name)
@@ -125,7 +125,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		if r.emit(wouldStartEvent(node, trigger, pol, grp, d)) {
 			log.Info("dry run: would start repair", "trigger", v1alpha1.TriggerOf(trigger.Condition).String(), "policy", pol.Name, "gate", d.Message)
 		}
-		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		wakeAt(ctx, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
 	rungs := r.rungsOf(node, pol, trigger.Condition.Reason)
@@ -146,11 +146,11 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	}
 	r.track(started, st)
 	r.breaker.Forget(node.Name)
-	r.wakeHeads(grp.keys(), now)
+	r.wakeHeads(grp.keys())
 	// Decide first: the drain is a later reconcile, queued behind the
 	// decisions already due, so that a storm's nodes are all tainted
 	// before any worker spends its time on drains.
-	r.wakeAt(node.Name, now)
+	wakeAt(ctx, now)
 	return reconcile.Result{}, nil
 }
 
@@ -180,7 +180,7 @@ func (g group) keys() []string {
 // hold the others back.
 func (r *Reconciler) meter(ctx context.Context, node string, g group, trigger unhealthy.Finding, pol policy.Policy, d gate.Decision, now time.Time) gate.Decision {
 	if d.Gate == gate.Veto {
-		r.leaveBacklog(node, now)
+		r.leaveBacklog(node)
 		return d
 	}
 	due := trigger.Expires
@@ -193,12 +193,12 @@ func (r *Reconciler) meter(ctx context.Context, node string, g group, trigger un
 // wakeHeads wakes the nodes whose turn it is in the backlogs of keys (all
 // backlogs for nil): after a start, and when a drain slot frees, so that a
 // backlog drains at the slots' rate rather than at its recheck interval.
-func (r *Reconciler) wakeHeads(keys []string, now time.Time) {
+func (r *Reconciler) wakeHeads(keys []string) {
 	if keys == nil {
 		keys = r.breaker.Groups()
 	}
 	for _, n := range r.breaker.Heads(keys) {
-		r.wakeAt(n, now)
+		r.enqueue(n)
 	}
 }
 
@@ -343,11 +343,11 @@ func (r *Reconciler) halted(ctx context.Context, node *corev1.Node, st workflow.
 		return false, nil
 	}
 	if d.Gate == gate.Veto {
-		r.releaseDrain(node.Name, now) // a vetoed repair may stay for long: its turn goes on
+		r.releaseDrain(node.Name) // a vetoed repair may stay for long: its turn goes on
 	}
 	d.Message += fmt.Sprintf(" (repair in phase %s halted)", st.Phase)
 	r.block(ctx, node, d, group{})
-	r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+	wakeAt(ctx, now.Add(r.opts.RecheckInterval))
 	return true, nil
 }
 

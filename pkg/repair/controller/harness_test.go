@@ -12,15 +12,20 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/apigate"
@@ -116,12 +121,18 @@ type managerSpec struct {
 	afterStep      func(ctx context.Context, node string, step controller.Step) error
 	// gate, if set, holds the manager's requests through outages.
 	gate *apigate.Gate
+	// direct keeps the controller from running: another holder has the
+	// leader Lease, so the manager's cache syncs but its controller never
+	// starts, and the test calls Reconcile itself (reconcileNow).
+	direct bool
 }
 
 // running is one controller process, as far as a test is concerned.
 type running struct {
 	reg *prometheus.Registry
 	rec *controller.Reconciler
+	// cache reads the manager's cache, as the reconciler does.
+	cache client.Reader
 	// cancel stops the manager without waiting; stop waits for it.
 	cancel, stop func()
 	done         chan struct{}
@@ -134,6 +145,10 @@ func (h *harness) manager(spec managerSpec) *running {
 		Logger: spec.log, Namespace: h.ns, PauseConfigMap: h.opts.PauseConfigMap, MetricsAddr: "0", HealthAddr: "0",
 		LeaderElection: spec.leaderElection, Gate: spec.gate,
 	}
+	if spec.direct {
+		mo.LeaderElection = true
+		holdLease(h.t, h.ns)
+	}
 	if spec.leaderElection {
 		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = 3*time.Second, 2*time.Second, 100*time.Millisecond
 	}
@@ -144,6 +159,7 @@ func (h *harness) manager(spec managerSpec) *running {
 	r := &running{reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	opts := h.opts
 	opts.Registerer = r.reg
+	opts.NewQueue = fakeClockQueue(h.clock)
 	opts.AfterStep = spec.afterStep
 	ctx, cancel := context.WithCancel(h.ctx)
 	rec, err := controller.Setup(ctx, mgr, opts)
@@ -151,7 +167,7 @@ func (h *harness) manager(spec managerSpec) *running {
 		cancel()
 		h.t.Fatal(err)
 	}
-	r.rec = rec
+	r.rec, r.cache = rec, mgr.GetClient()
 	go func() {
 		defer close(r.done)
 		if err := mgr.Start(ctx); err != nil {
@@ -165,6 +181,84 @@ func (h *harness) manager(spec managerSpec) *running {
 		h.t.Fatal("cache did not sync")
 	}
 	return r
+}
+
+// holdLease takes the repair controller's leader Lease in ns for another
+// holder, for an hour: a manager there syncs its cache and never leads.
+func holdLease(t *testing.T, ns string) {
+	t.Helper()
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodemend-controller"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr("another-replica"), LeaseDurationSeconds: ptr(int32(3600)),
+			AcquireTime: &now, RenewTime: &now}}
+	if err := k8s.Create(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reconcileNow calls m's Reconcile for node once m's cache holds the node
+// as the API server has it (or has seen it gone), as a queued reconcile
+// would after the write that queued it.
+func (h *harness) reconcileNow(m *running, node string) reconcile.Result {
+	h.t.Helper()
+	res, err := h.tryReconcile(m, node)
+	if err != nil {
+		h.t.Fatalf("reconcile %s: %v", node, err)
+	}
+	return res
+}
+
+func (h *harness) tryReconcile(m *running, node string) (reconcile.Result, error) {
+	h.t.Helper()
+	h.eventually("the cache holds "+node+" as the API server does", func() bool {
+		want, cached := &corev1.Node{}, &corev1.Node{}
+		errWant := k8s.Get(h.ctx, client.ObjectKey{Name: node}, want)
+		errCached := m.cache.Get(h.ctx, client.ObjectKey{Name: node}, cached)
+		if apierrors.IsNotFound(errWant) {
+			return apierrors.IsNotFound(errCached)
+		}
+		return errWant == nil && errCached == nil && want.ResourceVersion == cached.ResourceVersion
+	})
+	ctx := logr.NewContext(h.ctx, testr.NewWithOptions(h.t, testr.Options{Verbosity: 0}))
+	return m.rec.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: node}})
+}
+
+// fakeClockQueue builds the controller's work queue for these tests: the
+// reconciler's RequeueAfter waits on the test's fake clock, as the
+// production queue waits on the real one, while the rate limiter's retries
+// of a failed reconcile wait real time (an API server's outage or a stale
+// cache in a test is real). Both feed one queue.
+func fakeClockQueue(clk clock.WithTicker) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	return func(_ string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[reconcile.Request]{})
+		retries := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Queue: base})
+		return &twoClockQueue{
+			TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
+				workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{DelayingQueue: retries}),
+			requeues: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Queue: base, Clock: clk}),
+		}
+	}
+}
+
+// twoClockQueue is a rate-limiting queue whose AddAfter (RequeueAfter)
+// waits on another clock than its AddRateLimited.
+type twoClockQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	requeues workqueue.TypedDelayingInterface[reconcile.Request]
+}
+
+func (q *twoClockQueue) AddAfter(item reconcile.Request, d time.Duration) {
+	q.requeues.AddAfter(item, d)
+}
+
+func (q *twoClockQueue) ShutDown() {
+	q.TypedRateLimitingInterface.ShutDown()
+	q.requeues.ShutDown()
+}
+
+func (q *twoClockQueue) ShutDownWithDrain() {
+	q.TypedRateLimitingInterface.ShutDownWithDrain()
+	q.requeues.ShutDown()
 }
 
 func (h *harness) cleanup() {

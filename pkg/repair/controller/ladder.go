@@ -189,7 +189,7 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 	out := ladder.Judge(a, obs)
 	switch out.Verdict {
 	case ladder.Wait:
-		r.wakeAt(node.Name, out.Wake)
+		wakeAt(ctx, out.Wake)
 		return reconcile.Result{}, nil
 	case ladder.Rebooted:
 		a.Verified = metav1.NewTime(now)
@@ -202,7 +202,7 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 		if err := r.after(ctx, node.Name, StepRebootVerified); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.wakeAt(node.Name, out.Wake)
+		wakeAt(ctx, out.Wake)
 		return reconcile.Result{}, nil
 	case ladder.Repaired:
 		return r.returnToService(ctx, node, st, pol, a, out.Message, now)
@@ -290,7 +290,7 @@ func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st 
 	if err := r.after(ctx, node.Name, StepReturned); err != nil {
 		return reconcile.Result{}, err
 	}
-	r.wakeAt(node.Name, rec.Until.Time)
+	wakeAt(ctx, rec.Until.Time)
 	return reconcile.Result{}, nil
 }
 
@@ -345,7 +345,7 @@ func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st work
 		}
 	}
 	if !hold.Wake.IsZero() {
-		r.wakeAt(node.Name, hold.Wake)
+		wakeAt(ctx, hold.Wake)
 	}
 	return reconcile.Result{}, nil
 }
@@ -396,7 +396,7 @@ func (r *Reconciler) ladderWindow(ctx context.Context, node *corev1.Node, st *wo
 			return node, &asmt.Findings[i], nil
 		}
 	}
-	r.wakeAt(node.Name, rec.Until.Time)
+	wakeAt(ctx, rec.Until.Time)
 	return node, nil, nil
 }
 

@@ -45,7 +45,7 @@ func (r *Reconciler) outOfService(ctx context.Context, node *corev1.Node, st wor
 				at = maxTime(at, heartbeat.Add(r.opts.AgentSilence+time.Second))
 			}
 			if at.After(now) {
-				r.wakeAt(node.Name, at)
+				wakeAt(ctx, at)
 			}
 		}
 		return node, st, nil

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,28 +17,22 @@ import (
 )
 
 // Reconcile moves one node one or more steps along its repair.
+//
+// A write that conflicted (it was based on a cached node that had changed
+// meanwhile: our own previous write, usually) or that admission refused
+// (the evidence a step requires was not there when the request arrived,
+// docs/security.md) is returned as the error: controller-runtime retries
+// the node through the controller's rate limiter, RetryInitial doubling to
+// RetryMax per node and starting over after a reconcile that succeeds, so
+// a node that keeps conflicting is retried ever more slowly, never in a
+// hot loop; the retry reads the node and decides again.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ctx, next := withWakeup(ctx)
 	res, err := r.reconcile(ctx, req)
-	if apierrors.IsConflict(err) {
-		// A write based on a cached node that had changed meanwhile (our
-		// own previous write, usually): try again once the cache caught
-		// up, backing off while it keeps conflicting (conflicts.go).
-		delay := r.conflicts.next(req.Name)
-		ctrl.LoggerFrom(ctx).V(1).Info("conflict; retrying", "error", err.Error(), "in", delay)
-		return reconcile.Result{RequeueAfter: delay}, nil
+	if err != nil {
+		return res, err
 	}
-	if apierrors.IsForbidden(err) {
-		// Admission refused a step because the evidence it requires was
-		// not there when the request arrived — the node's status shows no
-		// fault any more (docs/security.md) — or the chart's RBAC is
-		// wrong. The node is read and decided again, backing off the same
-		// way, never in a hot loop.
-		delay := r.conflicts.next(req.Name)
-		ctrl.LoggerFrom(ctx).Info("the API server refused a repair step; deciding again", "error", err.Error(), "in", delay)
-		return reconcile.Result{RequeueAfter: delay}, nil
-	}
-	r.conflicts.forget(req.Name)
-	return res, err
+	return r.result(req.Name, next), nil
 }
 
 // reconcile reads the node and its recorded repair state and hands it to
@@ -150,23 +143,23 @@ func (r *Reconciler) deletedSelf(node *corev1.Node) bool {
 }
 
 // forget drops what is remembered about a node that is healthy again.
-func (r *Reconciler) forget(name string) {
-	r.cancelWake(name)
+func (r *Reconciler) forget(ctx context.Context, name string) {
+	noWake(ctx)
 	r.unblock(name)
 	r.dedupe.forget(name)
-	r.leaveBacklog(name, r.opts.Clock.Now())
+	r.leaveBacklog(name)
 }
 
 // leaveBacklog takes a node that is not (or no longer) due out of the
 // breaker's backlogs, and out of the drain queue it may have joined while
 // its turn came (gate.Breaker.Admit's acquire). A healthy node is
 // reconciled at every status change: only one that waited wakes anyone.
-func (r *Reconciler) leaveBacklog(name string, now time.Time) {
+func (r *Reconciler) leaveBacklog(name string) {
 	waited := r.breaker.Forget(name)
 	if r.drains.Has(name) {
-		r.releaseDrain(name, now)
+		r.releaseDrain(name)
 	} else if waited {
-		r.wakeHeads(nil, now)
+		r.wakeHeads(nil)
 	}
 }
 

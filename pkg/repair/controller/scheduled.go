@@ -81,7 +81,7 @@ func (r *Reconciler) scheduledEvent(ctx context.Context, node *corev1.Node, st w
 		if err := r.patch(ctx, node, ended, true); err != nil {
 			return reconcile.Result{}, true, err
 		}
-		r.releaseDrain(node.Name, now)
+		r.releaseDrain(node.Name)
 		r.dedupe.forget(scheduledSubject(node.Name))
 		uncordoned := rec != nil && rec.Cordoned
 		log.Info("scheduled event over; drain ended", "uncordoned", uncordoned, "why", why)
@@ -110,11 +110,11 @@ func (r *Reconciler) scheduledEvent(ctx context.Context, node *corev1.Node, st w
 	}
 	next := rep.Expires()
 	if !res.Done {
-		r.wakeAt(node.Name, minTime(next, now.Add(r.opts.DrainPollInterval)))
+		wakeAt(ctx, minTime(next, now.Add(r.opts.DrainPollInterval)))
 		return reconcile.Result{}, true, nil
 	}
-	r.releaseDrain(node.Name, now)
-	r.wakeAt(node.Name, next)
+	r.releaseDrain(node.Name)
+	wakeAt(ctx, next)
 	return reconcile.Result{}, true, nil
 }
 
@@ -133,7 +133,7 @@ func (r *Reconciler) startScheduledDrain(ctx context.Context, node *corev1.Node,
 			record: history.Record{Gate: string(d.Gate)}, once: &onceKey{scheduledSubject(node.Name), d.Message}}) {
 			log.Info("scheduled drain blocked", "gate", d.Gate, "reason", d.Message)
 		}
-		r.wakeAt(node.Name, minTime(rep.Expires(), now.Add(r.opts.RecheckInterval)))
+		wakeAt(ctx, minTime(rep.Expires(), now.Add(r.opts.RecheckInterval)))
 		return reconcile.Result{}, true, nil
 	}
 	if r.opts.DryRun {
@@ -148,7 +148,7 @@ func (r *Reconciler) startScheduledDrain(ctx context.Context, node *corev1.Node,
 		note: fmt.Sprintf("cordoned and draining ahead of the cloud's scheduled event, as policy %s says (scheduledEvents.action Drain; %s): %s: %s",
 			pol.Name, d.Message, rep.Reason, rep.Message),
 		record: history.Record{}, once: &onceKey{scheduledSubject(node.Name), rep.Reason}})
-	r.wakeAt(node.Name, now)
+	wakeAt(ctx, now)
 	return reconcile.Result{}, true, nil
 }
 

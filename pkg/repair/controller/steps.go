@@ -66,7 +66,7 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 		if !pastDeadline && deadline.Before(next) {
 			next = deadline
 		}
-		r.wakeAt(node.Name, next)
+		wakeAt(ctx, next)
 		return reconcile.Result{}, nil
 	}
 
@@ -84,7 +84,7 @@ func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflo
 			return reconcile.Result{}, err
 		}
 		r.fail(ctx, node, st, now, fmt.Sprintf("cannot hand the node to the %s backend: %v", name, err))
-		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		wakeAt(ctx, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
 	next := workflow.HandOver(st.Record, target, now)
@@ -93,7 +93,7 @@ func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflo
 		return reconcile.Result{}, err
 	}
 	st.Record = next
-	r.releaseDrain(node.Name, now)
+	r.releaseDrain(node.Name)
 	r.metrics.Drained(now.Sub(st.Started.Time))
 	if target.Kind != "Node" {
 		log = log.WithValues(target.Kind, klog.KRef(target.Namespace, target.Name))
@@ -143,7 +143,7 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 		// person to release or veto; the deletion is tried again at
 		// each recheck, not in a loop.
 		r.fail(ctx, node, st, now, fmt.Sprintf("the API server refused to delete %s (%v); the node's status may no longer show its fault", t, err))
-		r.wakeAt(node.Name, now.Add(r.opts.RecheckInterval))
+		wakeAt(ctx, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
 	if err != nil {
@@ -161,7 +161,7 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 	}
 	failAt := st.Drained.Add(r.opts.TerminationTimeout)
 	if now.Before(failAt) {
-		r.wakeAt(node.Name, failAt)
+		wakeAt(ctx, failAt)
 		return reconcile.Result{}, nil
 	}
 	r.fail(ctx, node, st, now, fmt.Sprintf("the node still exists %s after %s was deleted; check the %s engine", now.Sub(st.Drained.Time).Round(time.Second), t, t.Backend))
@@ -182,7 +182,7 @@ func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.St
 		}
 		return
 	}
-	r.releaseDrain(node.Name, now)
+	r.releaseDrain(node.Name)
 	c := repairTrigger(st)
 	r.metrics.Failed(string(c.Type), c.Reason)
 	log.Error(errors.New(msg), "repair failed")
@@ -191,10 +191,9 @@ func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.St
 
 // gone completes a repair whose node has disappeared.
 func (r *Reconciler) gone(ctx context.Context, name string) {
-	r.cancelWake(name)
 	r.unblock(name)
 	r.breaker.Forget(name)
-	r.releaseDrain(name, r.opts.Clock.Now())
+	r.releaseDrain(name)
 	r.mu.Lock()
 	inf, ok := r.inflight[name]
 	delete(r.inflight, name)
@@ -216,7 +215,7 @@ func (r *Reconciler) gone(ctx context.Context, name string) {
 func (r *Reconciler) drainTurn(ctx context.Context, node string, pol policy.Policy, now time.Time) bool {
 	ok, woken := r.drains.Acquire(node, pol.Name, pol.Drain.MaxConcurrent)
 	for _, n := range woken {
-		r.wakeAt(n, now)
+		r.enqueue(n)
 	}
 	if !ok && r.dedupe.first(node, keyDrainWait, pol.Name) {
 		ctrl.LoggerFrom(ctx).Info("tainted; waiting for a drain turn", "draining", r.drains.Draining(), "waiting", r.drains.Waiting(),
@@ -227,10 +226,10 @@ func (r *Reconciler) drainTurn(ctx context.Context, node string, pol policy.Poli
 
 // releaseDrain ends node's drain turn (or its wait for one) and wakes the
 // nodes whose turn it is now.
-func (r *Reconciler) releaseDrain(node string, now time.Time) {
+func (r *Reconciler) releaseDrain(node string) {
 	for _, n := range r.drains.Release(node) {
-		r.wakeAt(n, now)
+		r.enqueue(n)
 	}
 	// A freed slot is the next waiting repair's, wherever it waits.
-	r.wakeHeads(nil, now)
+	r.wakeHeads(nil)
 }
