@@ -52,26 +52,6 @@ import (
 // Name is the controller's name in logs, metrics and events.
 const Name = "nodemend-repair"
 
-// Step names a workflow step that has just been recorded on the API, for
-// Options.AfterStep.
-type Step string
-
-const (
-	StepUnhealthyRecorded Step = "UnhealthyRecorded"
-	StepTainted           Step = "Tainted"
-	StepEvicted           Step = "Evicted"
-	StepHandedOver        Step = "HandedOver"
-	StepTargetDeleted     Step = "TargetDeleted"
-	// The ladder's steps (ladder.go).
-	StepRungDecided    Step = "RungDecided"
-	StepOrdered        Step = "Ordered"
-	StepRebootVerified Step = "RebootVerified"
-	StepEscalated      Step = "Escalated"
-	StepReturned       Step = "Returned"
-	StepQuarantined    Step = "Quarantined"
-	StepReleased       Step = "Released"
-)
-
 // DefaultMaxConcurrentDrains is the default bound on drains at once. A
 // drain moves a node's pods onto the rest of the fleet: many at once ask
 // the scheduler and the remaining capacity for a burst the pool gate alone
@@ -143,9 +123,6 @@ type Options struct {
 	// Registerer receives the metrics (controller-runtime's registry in the
 	// binary). Nil: no metrics.
 	Registerer prometheus.Registerer
-	// AfterStep, for tests, runs after each step is recorded on the API; an
-	// error aborts the reconcile at that point, as a crash would.
-	AfterStep func(ctx context.Context, node string, step Step) error
 	// NewQueue builds the controller's work queue (controller-runtime's
 	// controller.Options.NewQueue); nil: controller-runtime's. The queue's
 	// clock is the one RequeueAfter waits on: a controller on a fake Clock

@@ -67,9 +67,6 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		}
 		st.Record, st.Since = next, asmt.Since
 		log.Info("node unhealthy", "unhealthySince", asmt.Since.String(), "policy", pol.Name, "expires", asmt.NextExpiry().UTC().Format(time.RFC3339))
-		if err := r.after(ctx, node.Name, StepUnhealthyRecorded); err != nil {
-			return reconcile.Result{}, err
-		}
 	}
 	if pol.Action == v1alpha1.ActionNone {
 		if st.RepairRequested {
@@ -141,9 +138,6 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	log.Info("repair started", "trigger", v1alpha1.TriggerOf(trigger.Condition).String(), "policy", pol.Name, "gate", d.Message,
 		"rung", attempt.Action, "position", attempt.RungPosition.String(), "continued", continued, "requestedNow", request != nil)
 	r.emitWithNextStep(node.Name, startedEvent(started, trigger, pol, grp, d, *next.Rung, len(rungs), request))
-	if err := r.after(ctx, node.Name, StepTainted); err != nil {
-		return reconcile.Result{}, err
-	}
 	r.track(started, st)
 	r.breaker.Forget(node.Name)
 	r.wakeHeads(grp.keys())

@@ -118,7 +118,6 @@ type managerSpec struct {
 	cfg            *rest.Config
 	log            logr.Logger
 	leaderElection bool
-	afterStep      func(ctx context.Context, node string, step controller.Step) error
 	// gate, if set, holds the manager's requests through outages.
 	gate *apigate.Gate
 	// direct keeps the controller from running: another holder has the
@@ -160,7 +159,6 @@ func (h *harness) manager(spec managerSpec) *running {
 	opts := h.opts
 	opts.Registerer = r.reg
 	opts.NewQueue = fakeClockQueue(h.clock)
-	opts.AfterStep = spec.afterStep
 	ctx, cancel := context.WithCancel(h.ctx)
 	rec, err := controller.Setup(ctx, mgr, opts)
 	if err != nil {

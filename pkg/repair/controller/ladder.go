@@ -106,9 +106,6 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 	}
 	st.Record = next
 	ctrl.LoggerFrom(ctx).Info("ladder: ordering "+string(a.Action), "position", a.RungPosition.String(), "order", a.Order, "bootID", a.BootID)
-	if err := r.after(ctx, node.Name, StepRungDecided); err != nil {
-		return reconcile.Result{}, err
-	}
 	return r.remediate(ctx, updated, st, pol, now)
 }
 
@@ -133,9 +130,6 @@ func (r *Reconciler) skipUnreachable(ctx context.Context, node *corev1.Node, st 
 	}
 	ctrl.LoggerFrom(ctx).Info("ladder: the node's agent is silent; skipping the rungs it carries out", "skipped", skipped, "why", why, "next", next.Action)
 	r.emit(rungsSkippedEvent(updated, a, next, msg, rungCount(rungs)))
-	if err := r.after(ctx, node.Name, StepEscalated); err != nil {
-		return reconcile.Result{}, err
-	}
 	return r.carryOut(ctx, updated, st, pol, next, now)
 }
 
@@ -199,9 +193,6 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 		r.metrics.Rung(string(a.Action), "Rebooted")
 		ctrl.LoggerFrom(ctx).Info("ladder: reboot verified by a new boot ID", "was", a.BootID, "now", obs.BootID)
 		r.emit(rebootVerifiedEvent(node, a, obs.BootID, rungCount(r.rungsOfRepair(node, pol, st))))
-		if err := r.after(ctx, node.Name, StepRebootVerified); err != nil {
-			return reconcile.Result{}, err
-		}
 		wakeAt(ctx, out.Wake)
 		return reconcile.Result{}, nil
 	case ladder.Repaired:
@@ -236,7 +227,7 @@ func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st work
 	}
 	r.metrics.Rung(string(a.Action), "Ordered")
 	r.emit(orderedEvent(node, a, o))
-	return r.after(ctx, node.Name, StepOrdered)
+	return nil
 }
 
 // triggerHealthy: no rule of pol matches the node's condition of type t.
@@ -265,9 +256,6 @@ func (r *Reconciler) escalate(ctx context.Context, node *corev1.Node, st workflo
 	r.metrics.Rung(string(failed.Action), "Failed")
 	ctrl.LoggerFrom(ctx).Info("ladder: attempt failed; going on", "failed", failed.Action, "position", failed.RungPosition.String(), "why", why, "next", next.Action)
 	r.emit(remediationFailedEvent(updated, failed, next, why, rungCount(rungs)))
-	if err := r.after(ctx, node.Name, StepEscalated); err != nil {
-		return reconcile.Result{}, err
-	}
 	return r.carryOut(ctx, updated, st, pol, *rec.Rung, now)
 }
 
@@ -287,9 +275,6 @@ func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st 
 	r.metrics.Rung(string(a.Action), "Repaired")
 	ctrl.LoggerFrom(ctx).Info("ladder: node back in service", "action", a.Action, "how", msg, "window", rec.Until.Sub(now).String())
 	r.emit(returnedEvent(updated, st, a, msg, rec, rungCount(rungs)))
-	if err := r.after(ctx, node.Name, StepReturned); err != nil {
-		return reconcile.Result{}, err
-	}
 	wakeAt(ctx, rec.Until.Time)
 	return reconcile.Result{}, nil
 }
@@ -304,9 +289,6 @@ func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st workf
 	r.metrics.Rung(string(a.Action), "Quarantined")
 	ctrl.LoggerFrom(ctx).Info("ladder: node quarantined for a person", "trigger", repairTrigger(st).String())
 	r.emit(quarantinedEvent(updated, st, a))
-	if err := r.after(ctx, node.Name, StepQuarantined); err != nil {
-		return reconcile.Result{}, err
-	}
 	return reconcile.Result{}, nil
 }
 
@@ -361,7 +343,7 @@ func (r *Reconciler) release(ctx context.Context, node *corev1.Node, st workflow
 	r.metrics.Rung(string(v1alpha1.LadderQuarantine), "Released")
 	ctrl.LoggerFrom(ctx).Info("ladder: quarantine released", "why", why)
 	r.emit(releasedEvent(updated, st, why))
-	return reconcile.Result{}, r.after(ctx, node.Name, StepReleased)
+	return reconcile.Result{}, nil
 }
 
 // untrack forgets a repair that ended with the node still there.

@@ -1,16 +1,16 @@
 package controller_test
 
 import (
-	"context"
+	"net/http"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"k8s.io/client-go/rest"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/repair/controller"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
@@ -22,16 +22,15 @@ func decidedThenGone(t *testing.T, h *harness, node string) ladder.Attempt {
 	t.Helper()
 	var gone atomic.Bool
 	var m *running
-	m = h.manager(managerSpec{cfg: restCfg, log: testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		afterStep: func(_ context.Context, n string, step controller.Step) error {
-			if n == node && step == controller.StepRungDecided && !gone.Swap(true) {
+	cfg := rest.CopyConfig(restCfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return afterSteps(rt, &gone, func(n string, s step) {
+			if n == node && s == stepRungDecided && !gone.Swap(true) {
 				m.cancel()
 			}
-			if gone.Load() {
-				return errCrashed
-			}
-			return nil
-		}})
+		})
+	}
+	m = h.manager(managerSpec{cfg: cfg, log: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
 	h.advanceTo(h.expire(node))
 	h.eventually(node+" decided", func() bool { return gone.Load() })
 	m.stop()

@@ -163,14 +163,6 @@ func (r *Reconciler) leaveBacklog(name string) {
 	}
 }
 
-// after runs the test hook.
-func (r *Reconciler) after(ctx context.Context, node string, s Step) error {
-	if r.opts.AfterStep == nil {
-		return nil
-	}
-	return r.opts.AfterStep(ctx, node, s)
-}
-
 // write puts next, the record that follows prev, on node (with the taint
 // and cordon that go with it: workflow.Apply) in one patch, and returns the
 // node as written.

@@ -51,9 +51,6 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 		if res.Deleted > 0 && pol.Drain.Mode == v1alpha1.DrainEvict {
 			r.emit(drainForcedEvent(node, pol, res))
 		}
-		if err := r.after(ctx, node.Name, StepEvicted); err != nil {
-			return reconcile.Result{}, err
-		}
 	}
 	if res.Blocked > 0 {
 		r.emit(drainBlockedEvent(node, pol, res, deadline))
@@ -100,9 +97,6 @@ func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflo
 	}
 	log.Info("drained; handing the node to its backend", "backend", name, "target", target.String())
 	r.emit(handedOverEvent(updated, name, target, now.Sub(st.Started.Time)))
-	if err := r.after(ctx, node.Name, StepHandedOver); err != nil {
-		return reconcile.Result{}, err
-	}
 	return r.terminate(ctx, updated, st, now, true)
 }
 
@@ -155,9 +149,6 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 	if out == backend.Deleted {
 		log.Info("deleted the node's backend object; waiting for the node to go", "backend", t.Backend)
 		r.emit(targetDeletedEvent(node, t))
-		if err := r.after(ctx, node.Name, StepTargetDeleted); err != nil {
-			return reconcile.Result{}, err
-		}
 	}
 	failAt := st.Drained.Add(r.opts.TerminationTimeout)
 	if now.Before(failAt) {

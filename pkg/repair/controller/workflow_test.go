@@ -1,8 +1,9 @@
 package controller_test
 
 import (
-	"context"
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -12,13 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/repair/controller"
 	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
@@ -192,47 +194,66 @@ func TestNodeBackendDeletesTheNode(t *testing.T) {
 // A reconcile queued by the hand-over's own write can read the node from a
 // cache that has not seen its deletion yet: the controller that deleted it
 // waits for it to go instead of reading it again (at 16 workers, most of a
-// storm's nodes were read once more so).
+// storm's nodes were read once more so). The test reconciles the node
+// itself up to its deletion, then runs the termination step with the node
+// as the hand-over wrote it, as such a reconcile would.
 func TestDeletedNodeIsNotReadAgain(t *testing.T) {
 	h := newHarness(t)
 	var reads atomic.Int32
+	var stale atomic.Pointer[corev1.Node]
 	cfg := rest.CopyConfig(restCfg)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodGet && req.URL.Path == "/api/v1/nodes/dn-0" {
+			if req.URL.Path != "/api/v1/nodes/dn-0" {
+				return rt.RoundTrip(req)
+			}
+			if req.Method == http.MethodGet {
 				reads.Add(1)
 			}
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.Method == http.MethodPatch && resp.StatusCode == http.StatusOK {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				if n := writtenNode(body); n != nil && h.state(n).Phase == workflow.PhaseTerminating {
+					stale.Store(n) // as a cache would hold it after the hand-over
+				}
+			}
+			return resp, err
 		})
 	}
-	var stale *corev1.Node
-	var rec *controller.Reconciler
-	var readsAgain atomic.Int32
-	readsAgain.Store(-1)
-	m := h.manager(managerSpec{cfg: cfg, log: testr.New(t), afterStep: func(ctx context.Context, node string, s controller.Step) error {
-		switch s {
-		case controller.StepHandedOver:
-			stale = h.get(node) // as a cache would hold it after the hand-over
-		case controller.StepTargetDeleted:
-			before := reads.Load()
-			if err := rec.TerminateStale(ctx, stale); err != nil {
-				t.Errorf("terminate with the stale node: %v", err)
-			}
-			readsAgain.Store(reads.Load() - before)
-		}
-		return nil
-	}})
-	rec = m.rec
+	m := h.manager(managerSpec{cfg: cfg, log: testr.New(t), direct: true})
 	h.stop = m.stop
 	h.node("dn-0")
-	h.advanceTo(h.expire("dn-0"))
-	h.eventually("dn-0 gone", func() bool { return h.gone("dn-0") })
-	// The node is gone as soon as it is deleted; the step's hook runs
-	// just after.
-	h.eventually("the stale reconcile ran", func() bool { return readsAgain.Load() != -1 })
-	if n := readsAgain.Load(); n != 0 {
-		t.Errorf("the deleted node was read %d times by a reconcile with a stale copy, want 0", n)
+	h.fault("dn-0", "KernelReady", "False", "KernelDeadlock", h.t0)
+	h.reconcileNow(m, "dn-0") // recorded
+	h.advanceTo(h.t0.Add(30 * time.Minute))
+	h.reconcileNow(m, "dn-0") // tainted
+	h.reconcileNow(m, "dn-0") // drained, handed over, deleted
+	if !h.gone("dn-0") {
+		t.Fatalf("dn-0 not deleted; phase %q", h.phase("dn-0"))
 	}
+	n := stale.Load()
+	if n == nil {
+		t.Fatal("the hand-over's write was not seen")
+	}
+	before := reads.Load()
+	if err := m.rec.TerminateStale(h.ctx, n); err != nil {
+		t.Fatalf("terminate with the stale node: %v", err)
+	}
+	if got := reads.Load() - before; got != 0 {
+		t.Errorf("the deleted node was read %d times by a reconcile with a stale copy, want 0", got)
+	}
+}
+
+// writtenNode decodes the API server's answer to a node write (protobuf or
+// JSON); nil if it is not a node.
+func writtenNode(body []byte) *corev1.Node {
+	obj, err := runtime.Decode(clientgoscheme.Codecs.UniversalDeserializer(), body)
+	if err != nil {
+		return nil
+	}
+	n, _ := obj.(*corev1.Node)
+	return n
 }
 
 // A NodeRepairPolicy overrides the defaults for the nodes it selects: here a
