@@ -46,10 +46,7 @@ type Config struct {
 	// Ready, when set, is called once the cache has synced, before the
 	// first Sync.
 	Ready func()
-	// Synced, when set, is called after each successful Sync (tests wait
-	// for it).
-	Synced func(key string)
-	Log    logr.Logger
+	Log   logr.Logger
 }
 
 // Loop is one informer and its queue.
@@ -113,8 +110,5 @@ func (l *Loop) next(ctx context.Context, queue workqueue.TypedRateLimitingInterf
 		return true
 	}
 	queue.Forget(key)
-	if l.cfg.Synced != nil {
-		l.cfg.Synced(key)
-	}
 	return true
 }

@@ -109,9 +109,6 @@ type Options struct {
 	Collectors func(env *collectors.Env, cats []v1alpha1.LogCategory) []collect.Collector
 	Clock      clock.WithTicker
 	Log        logr.Logger
-
-	// onSync is called after each sync of an object (tests).
-	onSync func(name string)
 }
 
 // Runner serves the NodeDiagnostics of one node.
@@ -186,7 +183,7 @@ func New(opts Options) (*Runner, error) {
 		Name: "NodeDiagnostic", ListWatch: nd.ListWatchForNode(opts.NodeName), Object: &v1alpha1.NodeDiagnostic{},
 		// A deleted object's key is synced too: its captures are cancelled.
 		Deletes:      true,
-		RetryInitial: QueueRetryInitial, RetryMax: QueueRetryMax, Sync: r.sync, Synced: opts.onSync, Log: opts.Log,
+		RetryInitial: QueueRetryInitial, RetryMax: QueueRetryMax, Sync: r.sync, Log: opts.Log,
 		Ready: func() {
 			opts.Log.Info("serving NodeDiagnostics", "node", opts.NodeName, "outputDir", opts.OutputDir)
 		},

@@ -67,15 +67,7 @@ type agent struct {
 	r        *Runner
 	cancel   context.CancelFunc
 	done     chan error
-	mu       sync.Mutex
-	synced   map[string]int
 	stopOnce sync.Once
-}
-
-func (a *agent) syncs(name string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.synced[name]
 }
 
 func (a *agent) stop(t *testing.T) {
@@ -103,12 +95,7 @@ func startAgent(t *testing.T, node string, h *diagtest.Host, mut func(*Options))
 	if mut != nil {
 		mut(&opts)
 	}
-	a := &agent{done: make(chan error, 1), synced: map[string]int{}}
-	opts.onSync = func(name string) {
-		a.mu.Lock()
-		a.synced[name]++
-		a.mu.Unlock()
-	}
+	a := &agent{done: make(chan error, 1)}
 	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +238,9 @@ func TestOwnNodeOnly(t *testing.T) {
 }
 
 // TestNotRunAgainAfterRestart: a completed capture stays as it is when a
-// new agent starts.
+// new agent starts. The new agent's one worker syncs the objects it listed
+// before one created later: once that one's capture has completed, the
+// completed object has been synced.
 func TestNotRunAgainAfterRestart(t *testing.T) {
 	node := newNode(t)
 	h := diagtest.NewHost(t)
@@ -263,22 +252,28 @@ func TestNotRunAgainAfterRestart(t *testing.T) {
 
 	b := startAgent(t, node, h, nil)
 	deadline := time.Now().Add(10 * time.Second)
-	for b.syncs(obj.Name) == 0 {
+	for {
+		if _, listed, _ := b.r.loop.Store().GetByKey(obj.Name); listed {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the new agent never synced the object")
+			t.Fatal("the new agent never listed the object")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	later := create(t, node, nil)
+	waitFor(t, later.Name, "Completed", logState(v1alpha1.CaptureCompleted))
 	after, err := nd.Get(context.Background(), obj.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.ResourceVersion != before.ResourceVersion || len(h.Script.Calls()) != calls {
-		t.Fatalf("completed capture touched again: status %+v", after.Status.LogCapture)
+	if after.ResourceVersion != before.ResourceVersion || len(h.Script.Calls()) != 2*calls {
+		t.Fatalf("completed capture touched again (%d commands run for two captures, %d for one): status %+v",
+			len(h.Script.Calls()), calls, after.Status.LogCapture)
 	}
 	entries, _ := os.ReadDir(filepath.Join(h.Root.Dir, OutputSubdir))
-	if len(entries) != 1 {
-		t.Fatalf("output dir has %d entries, want the one bundle", len(entries))
+	if len(entries) != 2 {
+		t.Fatalf("output dir has %d entries, want one bundle per capture", len(entries))
 	}
 }
 

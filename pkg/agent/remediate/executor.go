@@ -49,9 +49,6 @@ type Options struct {
 	Log          logr.Logger
 	// Event records an Event on the agent's Node (nil: none).
 	Event func(eventType, reason, message string)
-
-	// onSync is called after each sync (tests).
-	onSync func(name string)
 }
 
 // Executor carries out the NodeRemediations of one node.
@@ -95,7 +92,7 @@ func New(opts Options) (*Executor, error) {
 	e := &Executor{opts: opts, client: client, core: core, accepted: map[types.UID]bool{}}
 	e.loop = workloop.New(workloop.Config{
 		Name: "NodeRemediation", ListWatch: client.forNode(opts.NodeName), Object: &v1alpha1.NodeRemediation{},
-		RetryInitial: QueueRetryInitial, RetryMax: QueueRetryMax, Sync: e.sync, Synced: opts.onSync, Log: opts.Log,
+		RetryInitial: QueueRetryInitial, RetryMax: QueueRetryMax, Sync: e.sync, Log: opts.Log,
 		Ready: func() {
 			opts.Log.Info("serving NodeRemediations", "reboot", e.mechanism(), "reset", e.opts.Resetter != nil)
 		},
