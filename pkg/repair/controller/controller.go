@@ -83,7 +83,8 @@ const DefaultMaxConcurrentReconciles = 16
 
 // Options configure the repair controller.
 type Options struct {
-	// Clock is the controller's time; tests inject a fake one.
+	// Clock is the controller's time; tests inject a fake one, with a
+	// NewQueue whose RequeueAfter waits on it.
 	Clock clock.Clock
 	// Namespace and PauseConfigMap locate the pause switch: while that
 	// ConfigMap exists, nothing is repaired; data.reason says why.
