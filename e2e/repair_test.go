@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/sim"
 )
 
@@ -149,7 +149,7 @@ func TestFaultClearingInsideTolerationLeavesNodeAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if workflow.HasTaint(n) || workflow.InRepair(n) {
+		if record.HasTaint(n) || record.InRepair(n) {
 			t.Fatalf("node under repair after a fault that cleared: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // Milestone is a step of a node's repair, observed from the API.
@@ -205,10 +205,10 @@ func (j *Journey) onNodeEvent(o any, deleted bool) {
 				j.markLocked(ConditionFalse, now)
 			}
 		}
-		if workflow.HasTaint(n) {
+		if record.HasTaint(n) {
 			j.markLocked(Tainted, now)
 		}
-		if workflow.HasTaint(n) && workflow.PhaseOf(n) == workflow.PhaseTerminating {
+		if record.HasTaint(n) && record.PhaseOf(n) == record.PhaseTerminating {
 			j.markLocked(HandedOver, now)
 		}
 		return

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 func newJourney() *Journey {
@@ -51,7 +51,7 @@ func TestJourneyMilestones(t *testing.T) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: "AcceleratedHardwareReady", Status: corev1.ConditionFalse}}
 	}), false)
 	j.onNodeEvent(node("sick", func(n *corev1.Node) {
-		n.Spec.Taints = append(n.Spec.Taints, workflow.Taint("AcceleratedHardwareReady"))
+		n.Spec.Taints = append(n.Spec.Taints, record.Taint("AcceleratedHardwareReady"))
 	}), false)
 	if j.Replacement() != "" {
 		t.Fatalf("replacement %q before any node was launched for the repair", j.Replacement())
@@ -60,8 +60,8 @@ func TestJourneyMilestones(t *testing.T) {
 	j.onPodEvent(pod("a", "sick", true), true)
 	j.onPodEvent(pod("c", "", false), false)
 	j.onNodeEvent(node("sick", func(n *corev1.Node) {
-		n.Spec.Taints = append(n.Spec.Taints, workflow.Taint("AcceleratedHardwareReady"))
-		n.Annotations[workflow.StateAnnotation] = `{"version":1,"phase":"Terminating","started":"2026-03-01T12:00:00Z",` +
+		n.Spec.Taints = append(n.Spec.Taints, record.Taint("AcceleratedHardwareReady"))
+		n.Annotations[record.StateAnnotation] = `{"version":1,"phase":"Terminating","started":"2026-03-01T12:00:00Z",` +
 			`"trigger":{"type":"AcceleratedHardwareReady","status":"False"},"target":{"backend":"node","apiVersion":"v1","kind":"Node","name":"sick"}}`
 	}), false)
 	claim := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"nodeName": "sick"}}}
@@ -100,7 +100,7 @@ func TestJourneyMilestones(t *testing.T) {
 func TestJourneyNeedsPodsOnTheNode(t *testing.T) {
 	j := newJourney()
 	j.onNodeEvent(node("sick", func(n *corev1.Node) {
-		n.Spec.Taints = append(n.Spec.Taints, workflow.Taint("AcceleratedHardwareReady"))
+		n.Spec.Taints = append(n.Spec.Taints, record.Taint("AcceleratedHardwareReady"))
 	}), false)
 	j.onPodEvent(pod("b", "other", true), false)
 	if _, ok := j.At(PodsEvicted); ok {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/realnode"
 )
 
@@ -97,7 +97,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if workflow.PhaseOf(nd) == workflow.PhaseQuarantined {
+		if record.PhaseOf(nd) == record.PhaseQuarantined {
 			quarantined = time.Now()
 		}
 		if time.Now().After(deadline) {
@@ -147,7 +147,7 @@ spec:
 		for _, tn := range nd.Spec.Taints {
 			tainted = tainted || strings.HasPrefix(tn.Key, "nodemend.dev/")
 		}
-		if !tainted && !nd.Spec.Unschedulable && !workflow.InRepair(nd) {
+		if !tainted && !nd.Spec.Unschedulable && !record.InRepair(nd) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -44,7 +44,7 @@ var layers = []layer{
 	{"agent", []string{"pkg/agent/..."}, []string{"monitors", "sources", "diagnostics", "contract", "plumbing"},
 		"nodemend-agent's wiring: config file, scheduler, exporter (conditions and events), metrics"},
 	{"repair", []string{"pkg/repair/..."}, []string{"contract", "plumbing"},
-		"repair decisions and steps: policy, unhealthy, gate, pool, workflow, history (the typed record on events), backends, metrics"},
+		"repair decisions and steps: policy, unhealthy, gate, pool, record, drainpass, history (the typed record on events), backends, metrics"},
 	{"controller", []string{"pkg/repair/controller"}, []string{"repair", "contract", "plumbing"},
 		"nodemend-controller's reconciler: chains the decisions with the steps, records them, emits events"},
 	{"cli", []string{"pkg/cli/..."}, []string{"repair", "diagnostics", "contract", "plumbing"},

@@ -18,7 +18,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/explain"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // coreEvent writes a core/v1 Event as record.EventRecorder writes them
@@ -206,7 +206,7 @@ func TestExplainNode(t *testing.T) {
 	ns := namespace(t, "explain-node")
 	name := "ex-node"
 	createNode(t, testNode{name: name, labels: map[string]string{pool.KarpenterNodePoolLabel: "exn"},
-		annotations: map[string]string{workflow.VetoAnnotation: "INC-42 investigating", "karpenter.sh/do-not-disrupt": "true"},
+		annotations: map[string]string{record.VetoAnnotation: "INC-42 investigating", "karpenter.sh/do-not-disrupt": "true"},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, time.Now().Add(-time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "ForkFailedOutOfPIDs", "fork failed", time.Now().Add(-2*time.Hour))}})
 	for i := range 5 {

@@ -23,7 +23,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/mendclient"
 	"nodemend.dev/nodemend/internal/testsupport/diagtest"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // hostile is text an attacker who can write an API string puts in it:
@@ -74,11 +74,11 @@ func TestHostileAPIStringsAreShownEscaped(t *testing.T) {
 	node := "hostile-node"
 	createNode(t, testNode{name: node, labels: map[string]string{"hostile": "yes"},
 		annotations: map[string]string{
-			workflow.StateAnnotation: v1alpha1.RepairRecord{Phase: v1alpha1.RepairPhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
+			record.StateAnnotation: v1alpha1.RepairRecord{Phase: v1alpha1.RepairPhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
 				Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: hostile}}.Encode(),
-			workflow.VetoAnnotation: hostile,
+			record.VetoAnnotation: hostile,
 		},
-		taints: []corev1.Taint{workflow.Taint("KernelReady")},
+		taints: []corev1.Taint{record.Taint("KernelReady")},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionFalse, now.Add(-time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "Kernel\x1b[8mHidden", hostile, now.Add(-time.Hour))}})
 	agentEvent(t, node, "ForkFailedOutOfPIDs", hostile, now.Add(-time.Minute))

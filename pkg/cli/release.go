@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // A person's acts on a repair are annotations on the Node that only
@@ -29,7 +29,7 @@ const (
 	// operatorRole grants every act (the chart's aggregated ClusterRole).
 	operatorRole = "nodemend-repair-operator"
 	// repairNowAnnotation asks for a repair now (docs/repair.md).
-	repairNowAnnotation = workflow.RepairNowAnnotation
+	repairNowAnnotation = record.RepairNowAnnotation
 )
 
 // act is one person's act: the verb that licenses it and the annotation
@@ -84,13 +84,13 @@ kubectl mend veto instead (docs/repair.md).` + fmt.Sprintf(needs, "release"),
 		Example: `  kubectl mend release gpu-node-7 --reason "GPU reseated, INC-4711"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runAct(cmd.Context(), g, s, args[0], act{verb: "release", annotation: workflow.ReleaseAnnotation, value: o.value(),
+			return runAct(cmd.Context(), g, s, args[0], act{verb: "release", annotation: record.ReleaseAnnotation, value: o.value(),
 				check: func(node *corev1.Node) error {
 					phase := repairPhase(node)
-					if phase == workflow.PhaseQuarantined {
+					if phase == record.PhaseQuarantined {
 						return nil
 					}
-					if phase == workflow.PhaseNone {
+					if phase == record.PhaseNone {
 						return fmt.Errorf("node %s is not quarantined (no repair in progress)", node.Name)
 					}
 					return fmt.Errorf("node %s is not quarantined (repair phase %s); to stop a repair: kubectl mend veto %s", node.Name, phase, node.Name)
@@ -114,9 +114,9 @@ its next step (the node stays tainted). --lift removes the veto.` + fmt.Sprintf(
   kubectl mend veto gpu-node-7 --lift`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := act{verb: "veto", annotation: workflow.VetoAnnotation, value: o.value(), done: "vetoed", next: "nodemend-controller does not repair it"}
+			a := act{verb: "veto", annotation: record.VetoAnnotation, value: o.value(), done: "vetoed", next: "nodemend-controller does not repair it"}
 			if o.remove {
-				a = act{verb: "veto", annotation: workflow.VetoAnnotation, remove: true, done: "veto lifted", next: "nodemend-controller may repair it again"}
+				a = act{verb: "veto", annotation: record.VetoAnnotation, remove: true, done: "veto lifted", next: "nodemend-controller may repair it again"}
 			}
 			return runAct(cmd.Context(), g, s, args[0], a)
 		},
@@ -141,7 +141,7 @@ controller removes the annotation when the repair starts or is refused (an event
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAct(cmd.Context(), g, s, args[0], act{verb: "repair", annotation: repairNowAnnotation, value: o.value(),
 				check: func(node *corev1.Node) error {
-					if phase := repairPhase(node); phase != workflow.PhaseNone {
+					if phase := repairPhase(node); phase != record.PhaseNone {
 						return fmt.Errorf("node %s is under repair already (repair phase %s)", node.Name, phase)
 					}
 					return nil
@@ -156,8 +156,8 @@ controller removes the annotation when the repair starts or is refused (an event
 // repairPhase is the node's repair phase as nodemend-controller recorded
 // it in the node's repair record ("" when none, or when the record cannot
 // be read: the controller leaves such a node alone too).
-func repairPhase(node *corev1.Node) workflow.Phase {
-	return workflow.PhaseOf(node)
+func repairPhase(node *corev1.Node) record.Phase {
+	return record.PhaseOf(node)
 }
 
 func runAct(ctx context.Context, g *Global, s Streams, name string, a act) error {

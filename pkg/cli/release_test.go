@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 func TestRelease(t *testing.T) {
@@ -21,7 +21,7 @@ func TestRelease(t *testing.T) {
 	mk := func(name, phase string) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
 		if phase != "" {
-			n.Annotations[workflow.StateAnnotation] = v1alpha1.RepairRecord{Phase: workflow.Phase(phase), Started: metav1.Now(),
+			n.Annotations[record.StateAnnotation] = v1alpha1.RepairRecord{Phase: record.Phase(phase), Started: metav1.Now(),
 				Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False"}, Rung: &v1alpha1.RungAttempt{
 					RungPosition: v1alpha1.RungPosition{Attempt: 1}, Action: v1alpha1.LadderQuarantine, Started: metav1.Now()}}.Encode()
 		}
@@ -30,8 +30,8 @@ func TestRelease(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = core.CoreV1().Nodes().Delete(t.Context(), name, metav1.DeleteOptions{}) })
 	}
-	mk("rel-q", string(workflow.PhaseQuarantined))
-	mk("rel-d", string(workflow.PhaseDraining))
+	mk("rel-q", string(record.PhaseQuarantined))
+	mk("rel-d", string(record.PhaseDraining))
 	mk("rel-h", "")
 
 	out, err := run(t, "--kubeconfig", kc, "release", "rel-q", "--reason", "GPU reseated")
@@ -42,7 +42,7 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := n.Annotations[workflow.ReleaseAnnotation]; !strings.HasPrefix(v, "GPU reseated (") {
+	if v := n.Annotations[record.ReleaseAnnotation]; !strings.HasPrefix(v, "GPU reseated (") {
 		t.Errorf("release annotation %q", v)
 	}
 	if _, err := run(t, "--kubeconfig", kc, "release", "rel-d"); err == nil || !strings.Contains(err.Error(), "not quarantined (repair phase Draining)") {
@@ -77,13 +77,13 @@ func TestVetoAndRepairNow(t *testing.T) {
 	if out, err := run(t, "--kubeconfig", kc, "veto", "act-v", "--reason", "vendor debugging"); err != nil || !strings.Contains(out, "node/act-v vetoed") {
 		t.Fatalf("veto: %v\n%s", err, out)
 	}
-	if v, _ := annotation("act-v", workflow.VetoAnnotation); !strings.HasPrefix(v, "vendor debugging (") {
+	if v, _ := annotation("act-v", record.VetoAnnotation); !strings.HasPrefix(v, "vendor debugging (") {
 		t.Errorf("veto annotation %q", v)
 	}
 	if out, err := run(t, "--kubeconfig", kc, "veto", "act-v", "--lift"); err != nil || !strings.Contains(out, "veto lifted") {
 		t.Fatalf("veto --lift: %v\n%s", err, out)
 	}
-	if _, ok := annotation("act-v", workflow.VetoAnnotation); ok {
+	if _, ok := annotation("act-v", record.VetoAnnotation); ok {
 		t.Error("the veto is still there after --lift")
 	}
 	if out, err := run(t, "--kubeconfig", kc, "repair", "act-r", "--reason", "INC-1"); err != nil || !strings.Contains(out, "repair requested") {

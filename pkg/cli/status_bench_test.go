@@ -16,7 +16,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // benchFleet is n nodes as a real fleet looks: 20 NodePools, 3 zones, the
@@ -45,7 +45,7 @@ func benchFleet(n int, now time.Time) []*corev1.Node {
 			conds[4].Status, conds[4].Reason, conds[4].LastTransitionTime = corev1.ConditionFalse, "KernelBug", metav1.NewTime(now.Add(-time.Duration(i%40)*time.Minute))
 		}
 		if i%200 == 3 {
-			node.Annotations[workflow.StateAnnotation] = v1alpha1.RepairRecord{Phase: workflow.PhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
+			node.Annotations[record.StateAnnotation] = v1alpha1.RepairRecord{Phase: record.PhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
 				Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelBug"}}.Encode()
 		}
 		node.Status.Conditions = conds

@@ -10,13 +10,13 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // TestStatusShowsTheLadder: a node waiting for its second reboot and a
 // quarantined one, annotated as the controller writes them
-// (workflow.Start, Remediate, Quarantine), show their rung and
+// (record.Start, Remediate, Quarantine), show their rung and
 // attempt in `kubectl mend status`, as JSON and in the table.
 func TestStatusShowsTheLadder(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
@@ -25,11 +25,11 @@ func TestStatusShowsTheLadder(t *testing.T) {
 	since := unhealthy.Since{}
 	reboot := ladder.Attempt{RungPosition: ladder.Position{Rung: 0, Attempt: 2}, Action: "Reboot", Of: 2,
 		Order: "sl-reboot-x-2", BootID: "boot-1", Started: metav1.NewTime(now.Add(-3 * time.Minute)), Timeout: metav1.Duration{Duration: 15 * time.Minute}}
-	rem := workflow.Remediate(workflow.Start(workflow.Record{}, since, fault, "gpu-fleet", reboot, now.Add(-20*time.Minute), nil), reboot)
-	remediating := workflow.Apply(base, workflow.Record{}, rem)
+	rem := record.Remediate(record.Start(record.Record{}, since, fault, "gpu-fleet", reboot, now.Add(-20*time.Minute), nil), reboot)
+	remediating := record.Apply(base, record.Record{}, rem)
 	quarantine := ladder.Attempt{RungPosition: ladder.Position{Rung: 1, Attempt: 1}, Action: "Quarantine", Of: 1, Started: metav1.NewTime(now.Add(-time.Minute))}
-	q := workflow.Quarantine(workflow.Start(workflow.Record{}, since, fault, "gpu-fleet", quarantine, now.Add(-40*time.Minute), nil), quarantine, true, now.Add(-time.Minute))
-	quarantined := workflow.Apply(base, workflow.Record{}, q)
+	q := record.Quarantine(record.Start(record.Record{}, since, fault, "gpu-fleet", quarantine, now.Add(-40*time.Minute), nil), quarantine, true, now.Add(-time.Minute))
+	quarantined := record.Apply(base, record.Record{}, q)
 	labels := map[string]string{"sl": "yes"}
 	ready := readyCondition(corev1.ConditionTrue, now.Add(-time.Hour))
 	createNode(t, testNode{name: "sl-reboot", labels: labels, annotations: remediating.Annotations, taints: remediating.Spec.Taints,

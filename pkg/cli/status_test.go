@@ -17,7 +17,7 @@ import (
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // statusFleet creates a small fleet on the API server: pool "st-a" with a
@@ -34,16 +34,16 @@ func statusFleet(t *testing.T) {
 	}
 	createNode(t, testNode{name: "st-a-tol", labels: np("st-a"), conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, now.Add(-time.Hour)),
 		condition("AcceleratedHardwareReady", corev1.ConditionFalse, "NvidiaXID79Error", "GPU has fallen off the bus", now.Add(-4*time.Minute))}})
-	createNode(t, testNode{name: "st-a-drain", labels: np("st-a"), annotations: map[string]string{workflow.StateAnnotation: v1alpha1.RepairRecord{
-		Phase: workflow.PhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
+	createNode(t, testNode{name: "st-a-drain", labels: np("st-a"), annotations: map[string]string{record.StateAnnotation: v1alpha1.RepairRecord{
+		Phase: record.PhaseDraining, Started: metav1.NewTime(now.Add(-2 * time.Minute)),
 		Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelBug"}}.Encode()},
-		taints: []corev1.Taint{workflow.Taint("KernelReady")}})
+		taints: []corev1.Taint{record.Taint("KernelReady")}})
 	ok("st-b-1", "st-b")
 	for _, n := range []string{"st-b-bad1", "st-b-bad2"} {
 		createNode(t, testNode{name: n, labels: np("st-b"), conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, now.Add(-time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "ForkFailedOutOfPIDs", "fork failed", now.Add(-time.Hour))}})
 	}
-	createNode(t, testNode{name: "st-veto", labels: map[string]string{"st": "yes"}, annotations: map[string]string{workflow.VetoAnnotation: "debugging"},
+	createNode(t, testNode{name: "st-veto", labels: map[string]string{"st": "yes"}, annotations: map[string]string{record.VetoAnnotation: "debugging"},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionFalse, now.Add(-time.Hour))}})
 }
 

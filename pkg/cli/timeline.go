@@ -20,7 +20,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 type timelineOptions struct {
@@ -158,7 +158,7 @@ func ownerOf(node *corev1.Node, evs []eventlog.Event) (kind, namespace, name str
 		if ns, m, ok := clusterapi.MachineOf(node); ok {
 			return "Machine", ns, m
 		}
-		if st, err := workflow.Read(node); err == nil && st.Target != nil && st.Target.Kind != "Node" {
+		if st, err := record.Read(node); err == nil && st.Target != nil && st.Target.Kind != "Node" {
 			return st.Target.Kind, st.Target.Namespace, st.Target.Name
 		}
 		return "", "", ""
@@ -265,7 +265,7 @@ func replacementQuery(in timeline.Input, poolLabel, ownerKind, ownerName string)
 		}
 	}
 	if in.Node != nil {
-		if st, err := workflow.Read(in.Node); err == nil && !st.Started.IsZero() {
+		if st, err := record.Read(in.Node); err == nil && !st.Started.IsZero() {
 			after = st.Started.Time
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"nodemend.dev/nodemend/pkg/cli/timeline"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 var eventSeq atomic.Int32
@@ -134,7 +134,7 @@ func TestTimelineLiveNode(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	node := "tl-live"
 	createNode(t, testNode{name: node, annotations: map[string]string{
-		workflow.StateAnnotation: fmt.Sprintf(`{"version":1,"phase":"Draining","unhealthySince":{"KernelReady":%q},"started":%q,`+
+		record.StateAnnotation: fmt.Sprintf(`{"version":1,"phase":"Draining","unhealthySince":{"KernelReady":%q},"started":%q,`+
 			`"trigger":{"type":"KernelReady","status":"False","reason":"ForkFailedOutOfPIDs"}}`,
 			now.Add(-40*time.Minute).UTC().Format(time.RFC3339), now.Add(-5*time.Minute).UTC().Format(time.RFC3339))},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, now.Add(-48*time.Hour)),
@@ -159,7 +159,7 @@ func TestTimelineLiveNode(t *testing.T) {
 func TestTimelineShowsTheLadder(t *testing.T) {
 	t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
 	node := "tl-ladder"
-	createNode(t, testNode{name: node, annotations: map[string]string{workflow.StateAnnotation: v1alpha1.RepairRecord{Phase: workflow.PhaseQuarantined,
+	createNode(t, testNode{name: node, annotations: map[string]string{record.StateAnnotation: v1alpha1.RepairRecord{Phase: record.PhaseQuarantined,
 		Started: metav1.NewTime(t0.Add(10 * time.Minute)), Trigger: &v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelBug"}}.Encode()},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, t0.Add(-48*time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "KernelBug", "BUG: unable to handle page fault", t0)}})

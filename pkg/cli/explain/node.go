@@ -16,7 +16,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/controlplane"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // Karpenter's disruption annotation, on a pod or a node
@@ -111,7 +111,7 @@ func repairFindings(in NodeInput) []Finding {
 		return []Finding{{Cause: "the node is unhealthy but never repaired: " + row.Detail, Fix: "repair it by hand, or set the policy's action to Replace", Source: src, Blocking: true}}
 	case fleet.Invalid:
 		return []Finding{{Cause: "nodemend's repair record on the node is invalid: " + row.Detail,
-			Fix: "fix or remove the " + workflow.StateAnnotation + " annotation (and the " + workflow.TaintKey + " taint if no repair is wanted)", Source: src, Blocking: true}}
+			Fix: "fix or remove the " + record.StateAnnotation + " annotation (and the " + record.TaintKey + " taint if no repair is wanted)", Source: src, Blocking: true}}
 	case fleet.Failed:
 		return []Finding{{Cause: "the repair failed: " + row.Detail, Fix: "the engine did not remove the node: check its " + row.Target + " and the engine's logs", Source: src, Blocking: true}}
 	case fleet.Draining:
@@ -133,7 +133,7 @@ func gateFindings(in NodeInput) []Finding {
 	src := eventlog.Controller
 	switch row.Gate {
 	case gate.Veto:
-		return []Finding{{Cause: "repair vetoed: the node has the " + workflow.VetoAnnotation + " annotation (" + in.Node.Annotations[workflow.VetoAnnotation] + ")",
+		return []Finding{{Cause: "repair vetoed: the node has the " + record.VetoAnnotation + " annotation (" + in.Node.Annotations[record.VetoAnnotation] + ")",
 			Fix: "lift it when the node may be repaired: kubectl mend veto " + in.Node.Name + " --lift", Source: src, Blocking: true}}
 	case gate.Pause:
 		return []Finding{{Cause: "repairs are paused cluster-wide: " + row.Detail,

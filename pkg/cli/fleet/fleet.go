@@ -3,7 +3,7 @@
 // for every pool and zone the safety gate's count against its allowance.
 //
 // It is pure and reuses the controller's own decision functions (policy,
-// unhealthy, pool, gate, workflow), so that status agrees with what the
+// unhealthy, pool, gate, record), so that status agrees with what the
 // controller does: a node is "tolerating" exactly when unhealthy.Assess has
 // not expired, "blocked" exactly when gate.Decide says so, and so on.
 package fleet
@@ -23,8 +23,8 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // State is a node's repair state, as the controller sees it.
@@ -224,7 +224,7 @@ func Assess(in Input) Report {
 // as the controller's: any rule of its policy flags it, however recently,
 // or a repair is in progress.
 func CountsUnhealthy(n *corev1.Node, rules []policy.Rule) bool {
-	if workflow.InRepair(n) {
+	if record.InRepair(n) {
 		return true
 	}
 	return unhealthy.Any(n.Status.Conditions, rules)
@@ -237,9 +237,9 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 		Conditions: make(map[string]string, len(health.ConditionTypes())),
 	}
 	fillConditions(&row, n)
-	st, err := workflow.Read(n)
+	st, err := record.Read(n)
 	if err != nil {
-		row.State, row.Detail = Invalid, err.Error()+"; the controller leaves this node alone until its "+workflow.StateAnnotation+" annotation is fixed or removed"
+		row.State, row.Detail = Invalid, err.Error()+"; the controller leaves this node alone until its "+record.StateAnnotation+" annotation is fixed or removed"
 		return row
 	}
 	row.Started, row.Drained = st.Started.Time, st.Drained.Time
@@ -250,11 +250,11 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 		row.State, row.Detail = Deleting, "node is being deleted since "+ago(in.Now, n.DeletionTimestamp.Time)
 		return row
 	}
-	if a := st.Rung; a != nil && st.Phase != workflow.PhaseNone {
+	if a := st.Rung; a != nil && st.Phase != record.PhaseNone {
 		row.Rung = fmt.Sprintf("%s %d/%d", a.Action, a.Attempt, max(a.Of, 1))
 	}
 	switch st.Phase {
-	case workflow.PhaseDraining, workflow.PhaseTerminating, workflow.PhaseRemediating, workflow.PhaseQuarantined:
+	case record.PhaseDraining, record.PhaseTerminating, record.PhaseRemediating, record.PhaseQuarantined:
 		return inRepair(in, row, st, pn.policy)
 	}
 	asmt := unhealthy.Assess(n.Status.Conditions, pn.policy.Rules, st.Since, in.Now)
@@ -300,7 +300,7 @@ func assessNode(in Input, n *corev1.Node, pn perNode, poolGroup gate.Group, zone
 
 // inRepair describes a node in Draining or Terminating. Only the veto and
 // the pause halt a repair in progress (the controller's halted()).
-func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
+func inRepair(in Input, row Node, st record.State, pol policy.Policy) Node {
 	row.UnhealthySince = st.Since.Earliest()
 	trigger := v1alpha1.RepairTrigger{}
 	if st.Trigger != nil {
@@ -316,7 +316,7 @@ func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
 		halted = "; halted: " + halt.Message
 	}
 	switch st.Phase {
-	case workflow.PhaseRemediating:
+	case record.PhaseRemediating:
 		a := st.Rung
 		row.State = Remediating
 		row.Detail = fmt.Sprintf("%s ordered %s (NodeRemediation %s), fails at %s", a.Action, ago(in.Now, a.Started.Time), a.Order, a.Deadline().UTC().Format(time.RFC3339))
@@ -325,7 +325,7 @@ func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
 		}
 		row.Detail += halted
 		return row
-	case workflow.PhaseQuarantined:
+	case record.PhaseQuarantined:
 		row.State = Quarantined
 		row.Detail = "quarantined " + ago(in.Now, st.Quarantined.Time) + " after " + trigger.String() + "; kubectl mend release " + row.Name
 		if st.Released {
@@ -335,7 +335,7 @@ func inRepair(in Input, row Node, st workflow.State, pol policy.Policy) Node {
 		}
 		return row
 	}
-	if st.Phase == workflow.PhaseDraining {
+	if st.Phase == record.PhaseDraining {
 		row.State = Draining
 		deadline := st.Started.Add(pol.Drain.Deadline)
 		row.Detail = "for " + Short(in.Now.Sub(st.Started.Time))

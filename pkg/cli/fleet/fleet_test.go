@@ -15,7 +15,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -49,8 +49,8 @@ func annotate(kv ...string) nodeOpt {
 	}
 }
 
-// record puts a repair record, as its JSON, on the node.
-func record(json string) nodeOpt { return annotate(workflow.StateAnnotation, json) }
+// withRecord puts a repair record, as its JSON, on the node.
+func withRecord(json string) nodeOpt { return annotate(record.StateAnnotation, json) }
 
 func zone(z string) nodeOpt { return func(n *corev1.Node) { n.Labels[pool.ZoneLabel] = z } }
 
@@ -90,7 +90,7 @@ func TestAssess(t *testing.T) {
 		{name: "tolerating with time left", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("AcceleratedHardwareReady", "NvidiaXID79Error", 4*time.Minute))),
 			node: "n", state: Tolerating, detail: "6m left of 10m (AcceleratedHardwareReady=False/NvidiaXID79Error)", reason: "NvidiaXID79Error"},
 		{name: "recorded since wins over a later transition", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Minute),
-			record(`{"version":1,"unhealthySince":{"KernelReady":"2026-03-01T11:35:00Z"}}`))),
+			withRecord(`{"version":1,"unhealthySince":{"KernelReady":"2026-03-01T11:35:00Z"}}`))),
 			node: "n", state: Tolerating, detail: "5m left of 30m"},
 		{name: "due", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour))), node: "n", state: Due},
 		{name: "blocked by the pool gate", nodes: append(healthyPool("gpu", 3), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour)),
@@ -100,7 +100,7 @@ func TestAssess(t *testing.T) {
 			mkNode("n", "a", zone("z1"), failing("KernelReady", "KernelBug", time.Hour)), mkNode("m", "b", zone("z1"), failing("KernelReady", "KernelBug", time.Hour)),
 			mkNode("a1", "a"), mkNode("a2", "a"), mkNode("a3", "a"), mkNode("a4", "a"), mkNode("a5", "a"), mkNode("b1", "b"), mkNode("b2", "b"), mkNode("b3", "b"), mkNode("b4", "b"), mkNode("b5", "b")},
 			node: "n", state: Blocked, gate: gate.Zone, detail: "zone z1: 2 of 2 nodes unhealthy"},
-		{name: "vetoed", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), annotate(workflow.VetoAnnotation, "investigating"))),
+		{name: "vetoed", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), annotate(record.VetoAnnotation, "investigating"))),
 			node: "n", state: Blocked, gate: gate.Veto, detail: "repair vetoed by the node's annotation: investigating"},
 		{name: "paused", paused: true, nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour))),
 			node: "n", state: Blocked, gate: gate.Pause, detail: "repairs are paused cluster-wide: upgrade"},
@@ -110,19 +110,19 @@ func TestAssess(t *testing.T) {
 		{name: "pressure is never a trigger", nodes: []*corev1.Node{mkNode("n", "gpu", failing("MemoryPressure", "KubeletHasInsufficientMemory", time.Hour))}, node: "n", state: Healthy},
 		{name: "action None", set: noneSet, nodes: []*corev1.Node{mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), func(n *corev1.Node) { n.Labels["watch"] = "only" })},
 			node: "n", state: NotRepaired},
-		{name: "draining", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), record(
+		{name: "draining", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), withRecord(
 			`{"version":1,"phase":"Draining","started":"2026-03-01T11:57:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"}}`))),
 			node: "n", state: Draining, detail: "for 3m, deadline in 7m"},
-		{name: "draining halted by a veto", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", record(
-			`{"version":1,"phase":"Draining","started":"2026-03-01T11:57:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"}}`), annotate(workflow.VetoAnnotation, "true"))),
+		{name: "draining halted by a veto", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", withRecord(
+			`{"version":1,"phase":"Draining","started":"2026-03-01T11:57:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"}}`), annotate(record.VetoAnnotation, "true"))),
 			node: "n", state: Draining, gate: gate.Veto, detail: "halted: repair vetoed"},
-		{name: "terminating", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", record(
+		{name: "terminating", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", withRecord(
 			`{"version":1,"phase":"Terminating","started":"2026-03-01T11:50:00Z","drained":"2026-03-01T11:58:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"},"target":{"backend":"karpenter","apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":"gpu-abc"}}`))),
 			node: "n", state: Terminating, detail: "handed over 2m ago: NodeClaim gpu-abc"},
-		{name: "failed", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", record(
+		{name: "failed", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", withRecord(
 			`{"version":1,"phase":"Terminating","started":"2026-03-01T10:50:00Z","drained":"2026-03-01T11:00:00Z","failed":"2026-03-01T11:30:00Z","trigger":{"type":"KernelReady","status":"False","reason":"KernelBug"},"target":{"backend":"karpenter","apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":"gpu-abc"}}`))),
 			node: "n", state: Failed},
-		{name: "invalid record", nodes: []*corev1.Node{mkNode("n", "gpu", record(`{"version":1,"phase":"Exploding"}`))}, node: "n", state: Invalid},
+		{name: "invalid record", nodes: []*corev1.Node{mkNode("n", "gpu", withRecord(`{"version":1,"phase":"Exploding"}`))}, node: "n", state: Invalid},
 		{name: "a previous release's repair", nodes: append(healthyPool("gpu", 9), mkNode("n", "gpu", failing("KernelReady", "KernelBug", time.Hour), annotate(
 			"nodemend.dev/repair-phase", "Draining", "nodemend.dev/repair-started", "2026-03-01T11:57:00Z", "nodemend.dev/repair-reason", "KernelReady=False/KernelBug"))),
 			node: "n", state: Draining, detail: "for 3m, deadline in 7m"},

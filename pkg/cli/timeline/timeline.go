@@ -24,7 +24,7 @@ import (
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/history"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // Owner is the node's NodeClaim or Machine, as far as the timeline needs it.
@@ -158,7 +158,7 @@ func Build(in Input) Timeline {
 func facts(in Input, evs []eventlog.Event) repairFacts {
 	var f repairFacts
 	if n := in.Node; n != nil {
-		if st, err := workflow.Read(n); err == nil {
+		if st, err := record.Read(n); err == nil {
 			f.trigger, f.since, f.started, f.drained = st.Trigger, st.Since.Earliest(), st.Started.Time, st.Drained.Time
 			if st.Target != nil {
 				f.target = st.Target.String()
@@ -422,9 +422,9 @@ func entries(in Input, evs []eventlog.Event) []Entry {
 			}
 			out = append(out, Entry{Time: c.LastTransitionTime.Time, Source: "condition", What: what, Message: c.Message})
 		}
-		if st, err := workflow.Read(n); err == nil {
+		if st, err := record.Read(n); err == nil {
 			for _, t := range st.Since.Types() {
-				out = append(out, Entry{Time: st.Since[t], Source: "record", What: "unhealthy since (" + string(t) + ")", Message: workflow.StateAnnotation})
+				out = append(out, Entry{Time: st.Since[t], Source: "record", What: "unhealthy since (" + string(t) + ")", Message: record.StateAnnotation})
 			}
 			if !st.Started.IsZero() {
 				msg := ""
@@ -434,13 +434,13 @@ func entries(in Input, evs []eventlog.Event) []Entry {
 				if st.RepairNow != nil {
 					msg += "; requested now: " + st.RepairNow.Request
 				}
-				out = append(out, Entry{Time: st.Started.Time, Source: "record", What: "repair started: tainted " + workflow.TaintKey, Message: msg})
+				out = append(out, Entry{Time: st.Started.Time, Source: "record", What: "repair started: tainted " + record.TaintKey, Message: msg})
 			}
 			if !st.Drained.IsZero() {
 				out = append(out, Entry{Time: st.Drained.Time, Source: "record", What: "drained; handed over", Message: targetString(st)})
 			}
 			if !st.Failed.IsZero() {
-				out = append(out, Entry{Time: st.Failed.Time, Source: "record", What: "repair failed", Message: workflow.StateAnnotation})
+				out = append(out, Entry{Time: st.Failed.Time, Source: "record", What: "repair failed", Message: record.StateAnnotation})
 			}
 			if !st.Quarantined.IsZero() {
 				out = append(out, Entry{Time: st.Quarantined.Time, Source: "record", What: "quarantined", Message: "kubectl mend release " + n.Name})
@@ -470,7 +470,7 @@ func entries(in Input, evs []eventlog.Event) []Entry {
 	return out
 }
 
-func targetString(st workflow.State) string {
+func targetString(st record.State) string {
 	if st.Target == nil {
 		return ""
 	}

@@ -9,7 +9,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/repair/history"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -54,7 +54,7 @@ func TestBuild(t *testing.T) {
 					Toleration: metav1.Duration{Duration: 30 * time.Minute}, Policy: "default", Pool: &history.Pool{Kind: "Cluster"}})}},
 			map[string]time.Duration{PhaseDetect: 0, PhaseToleration: 30 * time.Minute}},
 		{"repair recorded on the node", Input{Name: "n", Now: t0.Add(20 * time.Minute), Node: unhealthyNode(0, map[string]string{
-			workflow.StateAnnotation: `{"version":1,"phase":"Terminating","unhealthySince":{"StorageReady":"2026-03-01T12:00:00Z"},` +
+			record.StateAnnotation: `{"version":1,"phase":"Terminating","unhealthySince":{"StorageReady":"2026-03-01T12:00:00Z"},` +
 				`"trigger":{"type":"StorageReady","status":"False","reason":"FilesystemReadOnly"},"started":"2026-03-01T12:10:00Z","drained":"2026-03-01T12:12:00Z",` +
 				`"target":{"backend":"node","apiVersion":"v1","kind":"Node","name":"n","uid":"u"}}`})},
 			map[string]time.Duration{PhaseDetect: 0, PhaseToleration: 10 * time.Minute, PhaseDrain: 2 * time.Minute, PhaseTerminate: -1}},

@@ -11,7 +11,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // A storm crosses a pool's threshold both ways, against the real API
@@ -55,7 +55,7 @@ func TestBreakerStormCrossesThePoolThresholdBothWays(t *testing.T) {
 
 	// Under the threshold: st-0 starts and drains.
 	h.advanceTo(h.expire("st-0"))
-	h.eventually("st-0 draining", func() bool { return h.phase("st-0") == string(workflow.PhaseDraining) })
+	h.eventually("st-0 draining", func() bool { return h.phase("st-0") == string(record.PhaseDraining) })
 
 	// Up: four more faults, due in the reverse of their names' order; 5 of
 	// 10 unhealthy, over the 2 that 20% allows.
@@ -84,7 +84,7 @@ func TestBreakerStormCrossesThePoolThresholdBothWays(t *testing.T) {
 	h.recover("st-1", "KernelReady")
 	h.recover("st-2", "KernelReady")
 	h.advance(5 * time.Minute)
-	h.eventually("st-4, due first, draining", func() bool { return h.phase("st-4") == string(workflow.PhaseDraining) })
+	h.eventually("st-4, due first, draining", func() bool { return h.phase("st-4") == string(record.PhaseDraining) })
 	h.waitEvent("st-3", "NodeRepairBlocked", "back under its threshold")
 	h.consistently("st-3 waits for the drain slot", func() bool { return h.untouched("st-3") })
 

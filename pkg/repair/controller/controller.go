@@ -40,13 +40,13 @@ import (
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
+	"nodemend.dev/nodemend/pkg/repair/drainpass"
 	"nodemend.dev/nodemend/pkg/repair/fleetcount"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/metrics"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/slots"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // Name is the controller's name in logs, metrics and events.
@@ -179,7 +179,7 @@ type Reconciler struct {
 	client    client.Client
 	apiReader client.Reader
 	mapper    meta.RESTMapper
-	drainer   workflow.Drainer
+	drainer   drainpass.Drainer
 	recorder  recorder.EventRecorder
 	// events, instance, sentOwn and log write the events that must not
 	// fold into another's series (events.go, sendOwn).
@@ -268,7 +268,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		mapper:    mgr.GetRESTMapper(),
-		drainer:   workflow.Drainer{Client: cs},
+		drainer:   drainpass.Drainer{Client: cs},
 		recorder:  mgr.GetEventRecorder(Name),
 		events:    cs.EventsV1(),
 		instance:  Name + "-" + hostname(),

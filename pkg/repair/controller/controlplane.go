@@ -12,7 +12,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/controlplane"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // This file keeps control-plane nodes from being repaired like workers
@@ -112,7 +112,7 @@ func (r *Reconciler) controlPlanePeers(ctx context.Context, node *corev1.Node, i
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if n.Name != node.Name && controlplane.RoleOf(n, pods.Items).Any() {
-			in.Peers = append(in.Peers, controlplane.Peer{Name: n.Name, Ready: controlplane.NodeReady(n), UnderRepair: workflow.InRepair(n)})
+			in.Peers = append(in.Peers, controlplane.Peer{Name: n.Name, Ready: controlplane.NodeReady(n), UnderRepair: record.InRepair(n)})
 		}
 	}
 	in.Members = controlplane.MembersOf(nodes.Items, pods.Items)

@@ -25,7 +25,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // Crash safety. Two replicas run with leader election, as in production.
@@ -167,7 +167,7 @@ func TestCrashAfterEveryStep(t *testing.T) {
 				t.Logf("%s: phase %q", n, h.phase(n))
 			}
 			if n := h.get(rebooted); n != nil {
-				t.Logf("%s: record %s, taints %v", rebooted, n.Annotations[workflow.StateAnnotation], n.Spec.Taints)
+				t.Logf("%s: record %s, taints %v", rebooted, n.Annotations[record.StateAnnotation], n.Spec.Taints)
 			}
 			t.Fatalf("repairs did not complete after %d crashes", crashes.Load())
 		}
@@ -215,10 +215,10 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	// Exactly once: one taint, one hand-over, one deletion of the backend
 	// object per repaired node.
 	for n, target := range sick {
-		if got := aud.count("PATCH", "/api/v1/nodes/"+n, recordPhase(workflow.PhaseDraining)); got != 1 {
+		if got := aud.count("PATCH", "/api/v1/nodes/"+n, recordPhase(record.PhaseDraining)); got != 1 {
 			t.Errorf("%s tainted %d times", n, got)
 		}
-		if got := aud.count("PATCH", "/api/v1/nodes/"+n, recordPhase(workflow.PhaseTerminating)); got != 1 {
+		if got := aud.count("PATCH", "/api/v1/nodes/"+n, recordPhase(record.PhaseTerminating)); got != 1 {
 			t.Errorf("%s handed over %d times", n, got)
 		}
 		if got := aud.count("DELETE", target, ""); got != 1 {
@@ -235,10 +235,10 @@ func TestCrashAfterEveryStep(t *testing.T) {
 	// service once, never deleted.
 	orders := "/apis/nodemend.dev/v1alpha1/noderemediations"
 	for what, got := range map[string]int{
-		"tainted": aud.count("PATCH", "/api/v1/nodes/"+rebooted, recordPhase(workflow.PhaseDraining)),
+		"tainted": aud.count("PATCH", "/api/v1/nodes/"+rebooted, recordPhase(record.PhaseDraining)),
 		// The record is written whole: the verification's write is in
 		// phase Remediating too.
-		"ordered (rung)":      aud.count("PATCH", "/api/v1/nodes/"+rebooted, recordPhase(workflow.PhaseRemediating)) - aud.count("PATCH", "/api/v1/nodes/"+rebooted, `verified`),
+		"ordered (rung)":      aud.count("PATCH", "/api/v1/nodes/"+rebooted, recordPhase(record.PhaseRemediating)) - aud.count("PATCH", "/api/v1/nodes/"+rebooted, `verified`),
 		"ordered (order)":     aud.count("POST", orders, `"nodeName":"`+rebooted+`"`),
 		"verified":            aud.count("PATCH", "/api/v1/nodes/"+rebooted, `verified`),
 		"returned to service": aud.count("PATCH", "/api/v1/nodes/"+rebooted, `{\"version\":1,\"ladder\":{`),
@@ -350,7 +350,7 @@ func simulateAgents(ctx context.Context) {
 		if err := k8s.List(ctx, nodes); err == nil {
 			for i := range nodes.Items {
 				n := &nodes.Items[i]
-				if st, err := workflow.Read(n); err == nil && st.Rung != nil && !st.Rung.Verified.IsZero() {
+				if st, err := record.Read(n); err == nil && st.Rung != nil && !st.Rung.Verified.IsZero() {
 					_ = repairtest.SetCondition(ctx, k8s, n.Name, repairtest.Condition("KernelReady", corev1.ConditionTrue, "KernelIsReady", time.Now()))
 				}
 			}
@@ -415,7 +415,7 @@ func (a *audit) len() int {
 // contains substr.
 // recordPhase is how a Node patch that writes a record in phase p says it
 // (the record is a JSON string inside the patch).
-func recordPhase(p workflow.Phase) string { return `\"phase\":\"` + string(p) + `\"` }
+func recordPhase(p record.Phase) string { return `\"phase\":\"` + string(p) + `\"` }
 
 func (a *audit) count(method, path, substr string) int {
 	a.mu.Lock()

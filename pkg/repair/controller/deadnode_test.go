@@ -12,7 +12,7 @@ import (
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
 	"nodemend.dev/nodemend/pkg/repair/outofservice"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // withAgentSilence judges agents' silence with the controller's default
@@ -47,7 +47,7 @@ func TestLadderSkipsAgentRungsOfASilentAgent(t *testing.T) {
 	h.waitRecorded("ds-1")
 	h.advanceTo(h.t0.Add(30 * time.Minute))
 
-	h.eventually("ds-0 quarantined", func() bool { return h.phase("ds-0") == string(workflow.PhaseQuarantined) })
+	h.eventually("ds-0 quarantined", func() bool { return h.phase("ds-0") == string(record.PhaseQuarantined) })
 	h.waitEvent("ds-0", "NodeRemediationFailed", "Reboot skipped: the node's agent carries them out and its agent's last heartbeat was 30m0s ago")
 	if o := h.orders("ds-0"); len(o) != 0 {
 		t.Errorf("orders %v for a node whose agent is silent", o)
@@ -77,7 +77,7 @@ func TestOutOfServiceTaintOnADeadQuarantinedNode(t *testing.T) {
 	h.fault("dn-0", corev1.NodeReady, corev1.ConditionUnknown, "NodeStatusUnknown", h.t0)
 	h.waitRecorded("dn-0")
 	h.advanceTo(h.t0.Add(30 * time.Minute))
-	h.eventually("dn-0 quarantined", func() bool { return h.phase("dn-0") == string(workflow.PhaseQuarantined) })
+	h.eventually("dn-0 quarantined", func() bool { return h.phase("dn-0") == string(record.PhaseQuarantined) })
 	h.consistently("no out-of-service taint before the drain deadline", func() bool { return !h.hasOutOfService("dn-0") })
 
 	h.advance(10 * time.Minute) // the default drain deadline, from the repair's start
@@ -90,7 +90,7 @@ func TestOutOfServiceTaintOnADeadQuarantinedNode(t *testing.T) {
 	h.fault("dn-0", corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", h.clock.Now())
 	h.eventually("out-of-service taint off", func() bool { return !h.hasOutOfService("dn-0") })
 	h.waitEvent("dn-0", "NodeOutOfServiceLifted", "kubelet is Ready again")
-	if h.phase("dn-0") != string(workflow.PhaseQuarantined) || !h.tainted("dn-0") {
+	if h.phase("dn-0") != string(record.PhaseQuarantined) || !h.tainted("dn-0") {
 		t.Errorf("dn-0 left quarantine (phase %s): a person releases it", h.phase("dn-0"))
 	}
 }

@@ -17,24 +17,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/repair/fleetcount"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // This file is where a repair is decided: a node not under repair is
 // tolerated while its toleration runs, then the gates (pure, pkg/repair/gate)
-// allow or block it on the fleet counted from the cache, and an allowed
-// repair starts (taint, recorded on the node in one patch).
+// allow or block it on the fleet counted from the cache (count.go), the
+// breaker meters it (meter.go), and an allowed repair starts (taint,
+// recorded on the node in one patch).
 
 // tolerate handles a node not under repair: record or clear its unhealthy
 // period, wait for the toleration, pass the gates, start the repair.
-func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, asmt unhealthy.Assessment, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, set *policy.Set, asmt unhealthy.Assessment, now time.Time) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	node, back, err := r.ladderWindow(ctx, node, &st, asmt, now)
 	if err != nil {
@@ -46,7 +46,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 			wakeAt(ctx, st.Ladder.Until.Time)
 		}
 		if len(st.Since) > 0 && !r.opts.DryRun {
-			next := workflow.WithSince(st.Record, nil)
+			next := record.WithSince(st.Record, nil)
 			if node, err = r.write(ctx, node, st.Record, next, false); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -61,7 +61,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		return reconcile.Result{}, nil
 	}
 	if !r.opts.DryRun && !asmt.Since.Equal(st.Since) {
-		next := workflow.WithSince(st.Record, asmt.Since)
+		next := record.WithSince(st.Record, asmt.Since)
 		if node, err = r.write(ctx, node, st.Record, next, false); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -95,7 +95,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 		if !expired {
 			trigger, expired = asmt.Findings[0], true
 		}
-		request = workflow.RepairNowAt(st.RepairRequest, now)
+		request = record.RepairNowAt(st.RepairRequest, now)
 	}
 	if !expired {
 		r.leaveBacklog(node.Name) // a policy's toleration grew: not due any more
@@ -128,7 +128,7 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	rungs := r.rungsOf(node, pol, trigger.Condition.Reason)
 	pos, continued := ladder.StartAt(rungs, st.Ladder, trigger.Condition.Type, now)
 	attempt := attemptAt(rungs, pos, now)
-	next := workflow.Start(st.Record, asmt.Since, trigger.Condition, pol.Name, attempt, now, request)
+	next := record.Start(st.Record, asmt.Since, trigger.Condition, pol.Name, attempt, now, request)
 	started, err := r.write(ctx, node, st.Record, next, true)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -148,59 +148,11 @@ func (r *Reconciler) tolerate(ctx context.Context, node *corev1.Node, st workflo
 	return reconcile.Result{}, nil
 }
 
-// group is where a node is counted: its pool and its zone ("" for none).
-type group struct {
-	pool pool.Pool
-	zone string
-}
-
-func (g group) zoneKey() string { return "zone/" + g.zone }
-
-// keys are the breaker's names for g's pool and zone: the same strings as
-// the blocked gauge's.
-func (g group) keys() []string {
-	if g.zone == "" {
-		return []string{g.pool.String()}
-	}
-	return []string{g.pool.String(), g.zoneKey()}
-}
-
-// meter passes the gates' decision d for a due node through the breaker
-// (pkg/repair/gate.Breaker). Over a threshold the node waits in its
-// groups' backlog, due since its toleration passed; back under, the
-// backlog's oldest node starts when it takes its drain slot (the slot the
-// drain that follows the start then holds), the others wait their turn. A
-// vetoed node leaves the backlog: it is a person's to hold, and must not
-// hold the others back.
-func (r *Reconciler) meter(ctx context.Context, node string, g group, trigger unhealthy.Finding, pol policy.Policy, d gate.Decision, now time.Time) gate.Decision {
-	if d.Gate == gate.Veto {
-		r.leaveBacklog(node)
-		return d
-	}
-	due := trigger.Expires
-	if due.IsZero() || due.After(now) {
-		due = now // a person's repair-now: due from the request
-	}
-	return r.breaker.Admit(node, g.keys(), due, d, func() bool { return r.drainTurn(ctx, node, pol, now) })
-}
-
-// wakeHeads wakes the nodes whose turn it is in the backlogs of keys (all
-// backlogs for nil): after a start, and when a drain slot frees, so that a
-// backlog drains at the slots' rate rather than at its recheck interval.
-func (r *Reconciler) wakeHeads(keys []string) {
-	if keys == nil {
-		keys = r.breaker.Groups()
-	}
-	for _, n := range r.breaker.Heads(keys) {
-		r.enqueue(n)
-	}
-}
-
 // decide runs the gates for a node whose toleration has passed. The fleet is
 // counted from the cache at the moment of the decision. The caller calls
 // release once the repair's start is written (or not started): an
 // opted-in control-plane node's decision holds the others' until then.
-func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, now time.Time) (_ gate.Decision, _ group, release func(), _ error) {
+func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, set *policy.Set, now time.Time) (_ gate.Decision, _ group, release func(), _ error) {
 	release = noRelease
 	in := gate.Input{Vetoed: st.Vetoed, Veto: st.Veto, MaxUnhealthy: pol.MaxUnhealthy}
 	var err error
@@ -232,100 +184,11 @@ func (r *Reconciler) decide(ctx context.Context, node *corev1.Node, st workflow.
 
 func noRelease() {}
 
-// count counts the nodes of g's pool and zone, and how many of them are
-// unhealthy under their own policy (tolerated or not) or under repair, from
-// the tallies the Node informer's events keep (pkg/repair/fleetcount), with
-// node as this decision read it. Before the tallies have counted the
-// informer's initial nodes, the cache is walked instead.
-func (r *Reconciler) count(ctx context.Context, node *corev1.Node, g group, set *policy.Set, lookup pool.MachineLookup) (gate.Group, *gate.Group, error) {
-	if r.counts != nil && r.countsSynced() {
-		p, z := r.counts.Group(node, g.pool, g.zone, set, lookup)
-		return p, z, nil
-	}
-	return r.walk(ctx, g, set, lookup)
-}
-
-// walk counts g's pool and zone by visiting every cached node: the count
-// before the tallies have synced, and the reference they are tested against.
-func (r *Reconciler) walk(ctx context.Context, g group, set *policy.Set, lookup pool.MachineLookup) (gate.Group, *gate.Group, error) {
-	p := gate.Group{Name: g.pool.String()}
-	var z *gate.Group
-	if g.zone != "" {
-		z = &gate.Group{Name: g.zone}
-	}
-	err := r.eachNode(ctx, func(n *corev1.Node) {
-		inPool := r.pools.Of(n, lookup) == g.pool
-		inZone := z != nil && n.Labels[pool.ZoneLabel] == g.zone
-		if !inPool && !inZone {
-			return
-		}
-		u := fleetcount.Unhealthy(n, set)
-		if inPool {
-			p.Add(u)
-		}
-		if inZone {
-			z.Add(u)
-		}
-	})
-	return p, z, err
-}
-
-// eachNode calls f for every cached node, read-only, reading the informer's
-// store directly rather than copying thousands of nodes into a list.
-func (r *Reconciler) eachNode(ctx context.Context, f func(*corev1.Node)) error {
-	if r.nodeStore != nil {
-		for _, o := range r.nodeStore.List() {
-			if n, ok := o.(*corev1.Node); ok {
-				f(n)
-			}
-		}
-		return nil
-	}
-	nodes := &corev1.NodeList{}
-	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return err
-	}
-	for i := range nodes.Items {
-		f(&nodes.Items[i])
-	}
-	return nil
-}
-
-// machineLookup indexes the cached objects the backends pool nodes by
-// (metadata only; Cluster API Machines); nil when none is watched. The
-// index is by namespace and name, as pool.MachineLookup asks: the one
-// watched kind today is Machine.
-func (r *Reconciler) machineLookup(ctx context.Context) (pool.MachineLookup, error) {
-	if len(r.watched) == 0 {
-		return nil, nil
-	}
-	lists, size := make([]*metav1.PartialObjectMetadataList, len(r.watched)), 0
-	for i, gvk := range r.watched {
-		lists[i] = &metav1.PartialObjectMetadataList{}
-		lists[i].SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.client.List(ctx, lists[i], client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		size += len(lists[i].Items)
-	}
-	idx := make(map[types.NamespacedName]pool.Machine, size)
-	for _, list := range lists {
-		for i := range list.Items {
-			m := &list.Items[i]
-			idx[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = pool.Machine{Labels: m.Labels, Owner: metav1.GetControllerOf(m)}
-		}
-	}
-	return func(ns, name string) (pool.Machine, bool) {
-		m, ok := idx[types.NamespacedName{Namespace: ns, Name: name}]
-		return m, ok
-	}, nil
-}
-
 // halted checks the switches that stop a repair in progress: the node's
 // veto and the cluster-wide pause. The pool and zone gates are not
 // rechecked: the node is counted as unhealthy anyway, and a half-drained
 // node is better finished.
-func (r *Reconciler) halted(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time) (bool, error) {
+func (r *Reconciler) halted(ctx context.Context, node *corev1.Node, st record.State, now time.Time) (bool, error) {
 	in := gate.Input{Vetoed: st.Vetoed, Veto: st.Veto}
 	var err error
 	if in.Paused, in.PauseReason, err = r.paused(ctx); err != nil {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // The tests of this file call Reconcile themselves, one node at a time, on
@@ -92,7 +92,7 @@ func TestEachReconcileAsksForItsNextTime(t *testing.T) {
 	requeue("rq-2", 0)
 	h.advanceTo(since.Add(30 * time.Minute))
 	requeue("rq-1", 0)
-	if h.phase("rq-1") != string(workflow.PhaseDraining) || !h.tainted("rq-1") {
+	if h.phase("rq-1") != string(record.PhaseDraining) || !h.tainted("rq-1") {
 		t.Fatalf("rq-1 at its toleration's end: phase %q", h.phase("rq-1"))
 	}
 	started := h.clock.Now()

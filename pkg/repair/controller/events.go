@@ -15,14 +15,15 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/backend"
+	"nodemend.dev/nodemend/pkg/repair/drainpass"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/outofservice"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 	"nodemend.dev/nodemend/pkg/rungs"
 )
 
@@ -243,7 +244,7 @@ func startRecord(trigger unhealthy.Finding, pol policy.Policy, g group) history.
 // problem.
 func invalidStateEvent(node *corev1.Node, err error) event {
 	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.InvalidState, action: "Inspect",
-		note: fmt.Sprintf("%s; nodemend leaves this node alone until its %s annotation is fixed or removed", err, workflow.StateAnnotation),
+		note: fmt.Sprintf("%s; nodemend leaves this node alone until its %s annotation is fixed or removed", err, record.StateAnnotation),
 		once: &onceKey{node.Name, err.Error()}}
 }
 
@@ -270,11 +271,11 @@ func startedEvent(node *corev1.Node, trigger unhealthy.Finding, pol policy.Polic
 	rec.RepairNow = request
 	asked := ""
 	if request != nil {
-		asked = fmt.Sprintf(" (repair requested now: %s %q)", workflow.RepairNowAnnotation, request.Request)
+		asked = fmt.Sprintf(" (repair requested now: %s %q)", record.RepairNowAnnotation, request.Request)
 	}
 	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.Started, action: "Taint",
 		note: fmt.Sprintf("%s%s: tainted %s:NoSchedule; drain %s, deadline %s; then %s; %s",
-			what(trigger, pol), asked, workflow.TaintKey, pol.Drain.Mode, pol.Drain.Deadline, rungNote(a, rungs), d.Message),
+			what(trigger, pol), asked, record.TaintKey, pol.Drain.Mode, pol.Drain.Deadline, rungNote(a, rungs), d.Message),
 		record: rec}
 }
 
@@ -349,7 +350,7 @@ func outOfServiceEvent(node *corev1.Node, added bool, why string) event {
 }
 
 // returnedEvent: an attempt was verified; the node is back in service.
-func returnedEvent(node *corev1.Node, st workflow.State, a ladder.Attempt, how string, rec *ladder.Record, rungs int) event {
+func returnedEvent(node *corev1.Node, st record.State, a ladder.Attempt, how string, rec *ladder.Record, rungs int) event {
 	c := repairTrigger(st)
 	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.ReturnedToService, action: "Repair",
 		note: fmt.Sprintf("%s: %s; untainted and back in service. %s unhealthy again before %s continues the ladder",
@@ -358,16 +359,16 @@ func returnedEvent(node *corev1.Node, st workflow.State, a ladder.Attempt, how s
 }
 
 // quarantinedEvent: the node is cordoned and tainted for a person.
-func quarantinedEvent(node *corev1.Node, st workflow.State, a ladder.Attempt) event {
+func quarantinedEvent(node *corev1.Node, st record.State, a ladder.Attempt) event {
 	c := repairTrigger(st)
 	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.Quarantined, action: "Quarantine",
 		note: fmt.Sprintf("quarantined for a person after %s: cordoned and tainted %s; release with kubectl mend release %s (annotation %s)",
-			c, workflow.TaintKey, node.Name, workflow.ReleaseAnnotation),
+			c, record.TaintKey, node.Name, record.ReleaseAnnotation),
 		record: history.Record{Trigger: &c, Policy: st.Policy, Rung: rungOf(a, "", "")}}
 }
 
 // releasedEvent: a quarantined node is back in service.
-func releasedEvent(node *corev1.Node, st workflow.State, why string) event {
+func releasedEvent(node *corev1.Node, st record.State, why string) event {
 	c := repairTrigger(st)
 	return event{regarding: node, eventType: corev1.EventTypeNormal, reason: history.QuarantineReleased, action: "Quarantine",
 		note:   fmt.Sprintf("quarantine %s: untainted, uncordoned where nodemend had cordoned, back in service", why),
@@ -403,7 +404,7 @@ func blockedEvent(regarding runtime.Object, subject, key string, d gate.Decision
 
 // drainForcedEvent: the drain deadline passed and pods were deleted
 // without PodDisruptionBudgets; once per repair.
-func drainForcedEvent(node *corev1.Node, pol policy.Policy, res workflow.DrainResult) event {
+func drainForcedEvent(node *corev1.Node, pol policy.Policy, res drainpass.DrainResult) event {
 	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.DrainForced, action: "Drain",
 		note: fmt.Sprintf("drain deadline %s passed: deleted %d remaining pods without honouring PodDisruptionBudgets", pol.Drain.Deadline, res.Deleted),
 		record: history.Record{Drain: &history.Drain{Mode: string(pol.Drain.Mode), Deadline: metav1.Duration{Duration: pol.Drain.Deadline},
@@ -413,7 +414,7 @@ func drainForcedEvent(node *corev1.Node, pol policy.Policy, res workflow.DrainRe
 
 // drainBlockedEvent: PodDisruptionBudgets refused evictions; once per
 // repair.
-func drainBlockedEvent(node *corev1.Node, pol policy.Policy, res workflow.DrainResult, deadline time.Time) event {
+func drainBlockedEvent(node *corev1.Node, pol policy.Policy, res drainpass.DrainResult, deadline time.Time) event {
 	return event{regarding: node, eventType: corev1.EventTypeWarning, reason: history.DrainBlocked, action: "Drain",
 		note: fmt.Sprintf("%d evictions refused by PodDisruptionBudgets (%s); retrying until the deadline %s",
 			res.Blocked, res.Message, deadline.UTC().Format(time.RFC3339)),
@@ -439,7 +440,7 @@ func targetDeletedEvent(node *corev1.Node, target backend.Target) event {
 
 // failedEvent: the repair cannot go on or did not finish (recorded once on
 // the node, so not deduplicated here).
-func failedEvent(node *corev1.Node, st workflow.State, msg string) event {
+func failedEvent(node *corev1.Node, st record.State, msg string) event {
 	rec := history.Record{Policy: st.Policy, Trigger: st.Trigger}
 	if st.Target != nil {
 		rec.Target = targetOf(*st.Target)

@@ -8,7 +8,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // GateCounts is what the gate counts for the cached node called name: from
@@ -54,7 +54,7 @@ var NodePatch = nodePatch
 // TerminateStale runs the termination step for node as a reconcile would
 // that read node from a cache not yet told of its deletion.
 func (r *Reconciler) TerminateStale(ctx context.Context, node *corev1.Node) error {
-	st, err := workflow.Read(node)
+	st, err := record.Read(node)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // karpenterPool creates a NodePool and n nodes in it, each with its NodeClaim.
@@ -206,7 +206,7 @@ func TestPauseHaltsARepairInProgress(t *testing.T) {
 	must[*corev1Pod](t)(repairtest.Pod(h.ctx, k8s, ns, "guarded", "pd-0", repairtest.OwnedBy("apps/v1", "ReplicaSet", "db"), repairtest.PodLabels("app", "db")))
 	pdb := must[*policyv1PDB](t)(repairtest.PDB(h.ctx, k8s, ns, "db", "db", 1, 0))
 	h.advanceTo(h.expire("pd-0"))
-	h.eventually("draining", func() bool { return h.phase("pd-0") == string(workflow.PhaseDraining) })
+	h.eventually("draining", func() bool { return h.phase("pd-0") == string(record.PhaseDraining) })
 	h.pause("maintenance window")
 	h.waitEvent("pd-0", "NodeRepairBlocked", "halted")
 	// The PDB now allows it, but the repair is paused.
@@ -225,11 +225,11 @@ func TestVeto(t *testing.T) {
 	for i := range 5 {
 		h.node(fmt.Sprintf("veto-%d", i))
 	}
-	h.annotate("veto-0", workflow.VetoAnnotation, ptr("keeping it for the GPU vendor"))
+	h.annotate("veto-0", record.VetoAnnotation, ptr("keeping it for the GPU vendor"))
 	h.advanceTo(h.expire("veto-0"))
 	h.waitEvent("veto-0", "NodeRepairBlocked", "repair vetoed by the node's annotation: keeping it for the GPU vendor")
 	h.consistently("vetoed", func() bool { return h.untouched("veto-0") })
-	h.annotate("veto-0", workflow.VetoAnnotation, nil)
+	h.annotate("veto-0", record.VetoAnnotation, nil)
 	h.eventually("repaired after the veto is lifted", func() bool { return h.gone("veto-0") })
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/repair/metrics"
 	"nodemend.dev/nodemend/pkg/repair/policy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // fleetView computes the fleet gauges from the cache at scrape time.
@@ -44,7 +44,7 @@ func (f fleetView) Unhealthy() []metrics.FleetNode {
 				out = append(out, metrics.FleetNode{Pool: p, Condition: string(c.Type)})
 			}
 		}
-		if len(seen) == 0 && workflow.InRepair(n) {
+		if len(seen) == 0 && record.InRepair(n) {
 			out = append(out, metrics.FleetNode{Pool: r.pools.Of(n, lookup).String(), Condition: "InRepair"})
 		}
 	})
@@ -76,7 +76,7 @@ func (f fleetView) Quarantined() map[string]int {
 	lookup, _ := r.machineLookup(ctx)
 	out := map[string]int{}
 	_ = r.eachNode(ctx, func(n *corev1.Node) {
-		if workflow.InRepair(n) && workflow.PhaseOf(n) == workflow.PhaseQuarantined {
+		if record.InRepair(n) && record.PhaseOf(n) == record.PhaseQuarantined {
 			out[r.pools.Of(n, lookup).String()]++
 		}
 	})

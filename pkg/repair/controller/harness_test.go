@@ -31,7 +31,7 @@ import (
 	"nodemend.dev/nodemend/internal/apigate"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // One real kube-apiserver + etcd for the package, with the NodeRepairPolicy,
@@ -355,7 +355,7 @@ func (h *harness) consistently(what string, cond func() bool) {
 
 func (h *harness) tainted(name string) bool {
 	n := h.get(name)
-	return n != nil && workflow.HasTaint(n)
+	return n != nil && record.HasTaint(n)
 }
 
 func (h *harness) phase(name string) string {
@@ -367,17 +367,17 @@ func (h *harness) phase(name string) string {
 }
 
 // record is the node's repair state (the zero state when it is gone).
-func (h *harness) record(name string) workflow.State {
+func (h *harness) record(name string) record.State {
 	n := h.get(name)
 	if n == nil {
-		return workflow.State{}
+		return record.State{}
 	}
 	return h.state(n)
 }
 
-func (h *harness) state(n *corev1.Node) workflow.State {
+func (h *harness) state(n *corev1.Node) record.State {
 	h.t.Helper()
-	st, err := workflow.Read(n)
+	st, err := record.Read(n)
 	if err != nil {
 		h.t.Fatalf("%s: %v", n.Name, err)
 	}
@@ -397,7 +397,7 @@ func (h *harness) since(name string) string {
 // untouched: no taint, no repair phase, still there.
 func (h *harness) untouched(name string) bool {
 	n := h.get(name)
-	return n != nil && !workflow.HasTaint(n) && !workflow.InRepair(n)
+	return n != nil && !record.HasTaint(n) && !record.InRepair(n)
 }
 
 func (h *harness) waitRecorded(name string) {

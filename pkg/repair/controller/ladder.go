@@ -19,8 +19,8 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/policy"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 	"nodemend.dev/nodemend/pkg/rungs"
 )
 
@@ -42,7 +42,7 @@ func (r *Reconciler) rungsOf(node *corev1.Node, pol policy.Policy, reason string
 }
 
 // rungsOfRepair is the ladder of the repair recorded in st.
-func (r *Reconciler) rungsOfRepair(node *corev1.Node, pol policy.Policy, st workflow.State) []policy.Rung {
+func (r *Reconciler) rungsOfRepair(node *corev1.Node, pol policy.Policy, st record.State) []policy.Rung {
 	return r.rungsOf(node, pol, repairTrigger(st).Reason)
 }
 
@@ -54,7 +54,7 @@ func attemptAt(rungs []policy.Rung, p ladder.Position, now time.Time) ladder.Att
 }
 
 // drained carries out the rung of a drained node.
-func (r *Reconciler) drained(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) drained(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
 	if st.Rung == nil {
 		// A repair started before the ladder existed: it was a Replace.
 		return r.handOver(ctx, node, st, now)
@@ -65,7 +65,7 @@ func (r *Reconciler) drained(ctx context.Context, node *corev1.Node, st workflow
 // carryOut starts attempt a on a drained node, by who carries its rung out
 // (pkg/rungs): the engine replaces the node, the controller quarantines it,
 // the node's agent gets an order.
-func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
 	rung, known := rungs.Lookup(a.Action)
 	switch {
 	case !known:
@@ -73,7 +73,7 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 		// decides, as at the end of every ladder.
 		return r.escalate(ctx, node, st, pol, a, fmt.Sprintf("%s is not a rung this controller knows", a.Action), now)
 	case rung.By == rungs.Engine:
-		if next := workflow.WithAttempt(st.Record, a); !equality.Semantic.DeepEqual(next, st.Record) {
+		if next := record.WithAttempt(st.Record, a); !equality.Semantic.DeepEqual(next, st.Record) {
 			var err error
 			if node, err = r.write(ctx, node, st.Record, next, true); err != nil {
 				return reconcile.Result{}, err
@@ -99,7 +99,7 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 		// Nothing to verify a reboot by, nothing to bind an order to.
 		return r.escalate(ctx, node, st, pol, a, "the node reports no boot ID (status.nodeInfo.bootID)", now)
 	}
-	next := workflow.Remediate(st.Record, a)
+	next := record.Remediate(st.Record, a)
 	updated, err := r.write(ctx, node, st.Record, next, true)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -114,11 +114,11 @@ func (r *Reconciler) carryOut(ctx context.Context, node *corev1.Node, st workflo
 // nobody carries out would only wait out its timeout (15 minutes for a
 // Reboot) before the ladder went on anyway. The move is recorded in one
 // guarded patch, said in an event, and the rung landed on is carried out.
-func (r *Reconciler) skipUnreachable(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, why string, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) skipUnreachable(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, a ladder.Attempt, why string, now time.Time) (reconcile.Result, error) {
 	rungs := r.rungsOfRepair(node, pol, st)
 	p, skipped := ladder.SkipUnreachable(rungs, a.RungPosition, true)
 	next := attemptAt(rungs, p, now)
-	rec := workflow.WithAttempt(st.Record, next)
+	rec := record.WithAttempt(st.Record, next)
 	updated, err := r.write(ctx, node, st.Record, rec, true)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -150,7 +150,7 @@ func orderName(node *corev1.Node, started time.Time, a ladder.Attempt) string {
 
 // remediate follows an ordered attempt: the order is created (once), then
 // judged on what the Node and the order show.
-func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
 	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
 		return reconcile.Result{}, err
 	}
@@ -187,7 +187,7 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 		return reconcile.Result{}, nil
 	case ladder.Rebooted:
 		a.Verified = metav1.NewTime(now)
-		if _, err := r.write(ctx, node, st.Record, workflow.WithAttempt(st.Record, a), true); err != nil {
+		if _, err := r.write(ctx, node, st.Record, record.WithAttempt(st.Record, a), true); err != nil {
 			return reconcile.Result{}, err
 		}
 		r.metrics.Rung(string(a.Action), "Rebooted")
@@ -204,7 +204,7 @@ func (r *Reconciler) remediate(ctx context.Context, node *corev1.Node, st workfl
 // createOrder creates the attempt's NodeRemediation unless it exists: the
 // name is the decision's, so a second try (after a crash, or by another
 // leader) finds it instead of ordering again.
-func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st workflow.State, a ladder.Attempt, deadlineSeconds int64) error {
+func (r *Reconciler) createOrder(ctx context.Context, node *corev1.Node, st record.State, a ladder.Attempt, deadlineSeconds int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -242,12 +242,12 @@ func triggerHealthy(node *corev1.Node, pol policy.Policy, t corev1.NodeCondition
 
 // escalate moves a decision whose attempt failed to the next attempt or
 // rung, and carries that out.
-func (r *Reconciler) escalate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, failed ladder.Attempt, why string, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) escalate(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, failed ladder.Attempt, why string, now time.Time) (reconcile.Result, error) {
 	rungs := r.rungsOfRepair(node, pol, st)
 	next := attemptAt(rungs, ladder.Next(rungs, failed.RungPosition), now)
 	// Recorded first, in one guarded patch: the failure is reported once
 	// and the next attempt decided once.
-	rec := workflow.WithAttempt(st.Record, next)
+	rec := record.WithAttempt(st.Record, next)
 	updated, err := r.write(ctx, node, st.Record, rec, true)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -261,11 +261,11 @@ func (r *Reconciler) escalate(ctx context.Context, node *corev1.Node, st workflo
 
 // returnToService ends a verified attempt: taint and repair state removed,
 // the record kept for the rung's window.
-func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, a ladder.Attempt, msg string, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, a ladder.Attempt, msg string, now time.Time) (reconcile.Result, error) {
 	rungs := r.rungsOfRepair(node, pol, st)
 	rec := &ladder.Record{RungPosition: a.RungPosition, Action: a.Action, Condition: repairTrigger(st).Type, Returned: metav1.NewTime(now),
 		Until: metav1.NewTime(now.Add(ladder.At(rungs, a.RungPosition).Window))}
-	next := workflow.Return(rec)
+	next := record.Return(rec)
 	updated, err := r.write(ctx, node, st.Record, next, true)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -280,8 +280,8 @@ func (r *Reconciler) returnToService(ctx context.Context, node *corev1.Node, st 
 }
 
 // quarantine cordons and keeps the node tainted for a person.
-func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st workflow.State, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
-	next := workflow.Quarantine(st.Record, a, !node.Spec.Unschedulable, now)
+func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st record.State, a ladder.Attempt, now time.Time) (reconcile.Result, error) {
+	next := record.Quarantine(st.Record, a, !node.Spec.Unschedulable, now)
 	updated, err := r.write(ctx, node, st.Record, next, true)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -294,7 +294,7 @@ func (r *Reconciler) quarantine(ctx context.Context, node *corev1.Node, st workf
 
 // quarantined follows a quarantined node until a person releases it or it
 // has been healthy for the policy's healthyFor.
-func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
 	node, st, err := r.outOfService(ctx, node, st, pol, true, now)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -303,7 +303,7 @@ func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st work
 	if st.Released {
 		who := st.Release
 		if who == "" {
-			who = "the " + workflow.ReleaseAnnotation + " annotation"
+			who = "the " + record.ReleaseAnnotation + " annotation"
 		}
 		if !healthy {
 			// A return to service needs its evidence, whoever asks: the
@@ -322,7 +322,7 @@ func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st work
 		return r.release(ctx, node, st, fmt.Sprintf("healthy for %s", pol.QuarantineHealthyFor))
 	}
 	if !hold.HealthySince.Equal(st.HealthySince.Time) {
-		if _, err := r.write(ctx, node, st.Record, workflow.WithHealthySince(st.Record, hold.HealthySince), true); err != nil {
+		if _, err := r.write(ctx, node, st.Record, record.WithHealthySince(st.Record, hold.HealthySince), true); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -334,8 +334,8 @@ func (r *Reconciler) quarantined(ctx context.Context, node *corev1.Node, st work
 
 // release returns a quarantined node to service; the next fault starts a
 // new ladder.
-func (r *Reconciler) release(ctx context.Context, node *corev1.Node, st workflow.State, why string) (reconcile.Result, error) {
-	updated, err := r.write(ctx, node, st.Record, workflow.Return(nil), true)
+func (r *Reconciler) release(ctx context.Context, node *corev1.Node, st record.State, why string) (reconcile.Result, error) {
+	updated, err := r.write(ctx, node, st.Record, record.Return(nil), true)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -359,13 +359,13 @@ func (r *Reconciler) untrack(name string) {
 // node's fault came back within the window (then the decision goes on
 // without a new toleration), with the finding that did.
 // st's record follows the write.
-func (r *Reconciler) ladderWindow(ctx context.Context, node *corev1.Node, st *workflow.State, asmt unhealthy.Assessment, now time.Time) (*corev1.Node, *unhealthy.Finding, error) {
+func (r *Reconciler) ladderWindow(ctx context.Context, node *corev1.Node, st *record.State, asmt unhealthy.Assessment, now time.Time) (*corev1.Node, *unhealthy.Finding, error) {
 	rec := st.Ladder
 	if rec == nil {
 		return node, nil, nil
 	}
 	if !now.Before(rec.Until.Time) {
-		next := workflow.WithoutLadder(st.Record)
+		next := record.WithoutLadder(st.Record)
 		updated, err := r.write(ctx, node, st.Record, next, false)
 		if err != nil {
 			return node, nil, err

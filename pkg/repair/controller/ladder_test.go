@@ -14,7 +14,7 @@ import (
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/controller"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // The ladder on nodes no engine owns (the default: [ResetAccelerator,]
@@ -113,7 +113,7 @@ func TestRebootVerifiedByBootIDReturnsTheNodeToService(t *testing.T) {
 	if tr := o.Spec.Trigger; tr == nil || *tr != (v1alpha1.RepairTrigger{Type: "KernelReady", Status: "False", Reason: "KernelDeadlock"}) {
 		t.Errorf("order's trigger %+v", tr)
 	}
-	if !h.tainted("rb-0") || h.phase("rb-0") != string(workflow.PhaseRemediating) {
+	if !h.tainted("rb-0") || h.phase("rb-0") != string(record.PhaseRemediating) {
 		t.Fatalf("rb-0: tainted %v, phase %q", h.tainted("rb-0"), h.phase("rb-0"))
 	}
 	h.waitEvent("rb-0", "NodeRemediationOrdered", "ordered Reboot from the node's agent")
@@ -134,7 +134,7 @@ func TestRebootVerifiedByBootIDReturnsTheNodeToService(t *testing.T) {
 	h.waitEvent("rb-0", "NodeReturnedToService", "Reboot (rung 1 of 2, attempt 1 of 1): rebooted (boot boot-1-rb-0 → boot-2-rb-0) and healthy")
 	n := h.get("rb-0")
 	if n.Spec.Unschedulable || h.state(n).Ladder == nil {
-		t.Errorf("rb-0: unschedulable %v, ladder record %q", n.Spec.Unschedulable, n.Annotations[workflow.StateAnnotation])
+		t.Errorf("rb-0: unschedulable %v, ladder record %q", n.Spec.Unschedulable, n.Annotations[record.StateAnnotation])
 	}
 	if got := len(h.orders("rb-0")); got != 1 {
 		t.Errorf("%d orders, want 1", got)
@@ -162,14 +162,14 @@ func TestNoRebootWithinTheTimeoutQuarantinesUntilReleased(t *testing.T) {
 	h.report(o, v1alpha1.RemediationAccepted, "accepted")
 	started := h.attempt("nq-0").Started
 	h.advanceTo(started.Add(15*time.Minute - time.Second))
-	h.consistently("still remediating just before the timeout", func() bool { return h.phase("nq-0") == string(workflow.PhaseRemediating) })
+	h.consistently("still remediating just before the timeout", func() bool { return h.phase("nq-0") == string(record.PhaseRemediating) })
 	h.advanceTo(started.Add(15 * time.Minute))
-	h.eventually("nq-0 quarantined", func() bool { return h.phase("nq-0") == string(workflow.PhaseQuarantined) })
+	h.eventually("nq-0 quarantined", func() bool { return h.phase("nq-0") == string(record.PhaseQuarantined) })
 	h.waitEvent("nq-0", "NodeRemediationFailed", "no new boot ID within 15m0s")
 	h.waitEvent("nq-0", "NodeQuarantined", "kubectl mend release nq-0")
 	n := h.get("nq-0")
-	if !n.Spec.Unschedulable || !workflow.HasTaint(n) || !h.state(n).Cordoned {
-		t.Fatalf("quarantined node: unschedulable %v, taint %v", n.Spec.Unschedulable, workflow.HasTaint(n))
+	if !n.Spec.Unschedulable || !record.HasTaint(n) || !h.state(n).Cordoned {
+		t.Fatalf("quarantined node: unschedulable %v, taint %v", n.Spec.Unschedulable, record.HasTaint(n))
 	}
 	if v := gauge(t, h, "nodemend_quarantined_nodes", "pool", "cluster"); v != 1 {
 		t.Errorf("quarantined gauge %v", v)
@@ -177,13 +177,13 @@ func TestNoRebootWithinTheTimeoutQuarantinesUntilReleased(t *testing.T) {
 	// Healthy again, it stays quarantined (healthyFor is 24h by default).
 	h.heal("nq-0", "KernelReady")
 	h.advance(time.Hour)
-	h.consistently("stays quarantined", func() bool { return h.phase("nq-0") == string(workflow.PhaseQuarantined) })
+	h.consistently("stays quarantined", func() bool { return h.phase("nq-0") == string(record.PhaseQuarantined) })
 
 	reason := "GPU reseated"
-	h.annotate("nq-0", workflow.ReleaseAnnotation, &reason)
+	h.annotate("nq-0", record.ReleaseAnnotation, &reason)
 	h.eventually("released", func() bool { return h.untouched("nq-0") })
 	n = h.get("nq-0")
-	if n.Spec.Unschedulable || n.Annotations[workflow.ReleaseAnnotation] != "" || h.state(n).Ladder != nil {
+	if n.Spec.Unschedulable || n.Annotations[record.ReleaseAnnotation] != "" || h.state(n).Ladder != nil {
 		t.Errorf("released node: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 	h.waitEvent("nq-0", "NodeQuarantineReleased", "released by GPU reseated")
@@ -212,12 +212,12 @@ func TestQuarantineReleasedAfterHealthyFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.advanceTo(h.expire("qh-0"))
-	h.eventually("qh-0 quarantined", func() bool { return h.phase("qh-0") == string(workflow.PhaseQuarantined) })
+	h.eventually("qh-0 quarantined", func() bool { return h.phase("qh-0") == string(record.PhaseQuarantined) })
 	h.heal("qh-0", "KernelReady")
 	h.eventually("healthy since recorded", func() bool { return !h.record("qh-0").HealthySince.Time.IsZero() })
 	since := h.clock.Now()
 	h.advanceTo(since.Add(2*time.Hour - time.Second))
-	h.consistently("not yet", func() bool { return h.phase("qh-0") == string(workflow.PhaseQuarantined) })
+	h.consistently("not yet", func() bool { return h.phase("qh-0") == string(record.PhaseQuarantined) })
 	h.advanceTo(since.Add(2 * time.Hour))
 	h.eventually("released after 2h healthy", func() bool { return h.phase("qh-0") == "" && !h.tainted("qh-0") })
 	if !h.get("qh-0").Spec.Unschedulable {
@@ -263,7 +263,7 @@ func TestFaultBackWithinTheWindowContinuesTheLadder(t *testing.T) {
 	reboot()
 	h.advance(30 * time.Minute)
 	h.fault("fb-0", "KernelReady", "False", "KernelDeadlock", h.clock.Now())
-	h.eventually("quarantined on the third time", func() bool { return h.phase("fb-0") == string(workflow.PhaseQuarantined) })
+	h.eventually("quarantined on the third time", func() bool { return h.phase("fb-0") == string(record.PhaseQuarantined) })
 	if got := len(h.orders("fb-0")); got != 2 {
 		t.Errorf("%d orders, want 2", got)
 	}
@@ -380,7 +380,7 @@ func TestNoBootIDFailsARebootAtOnce(t *testing.T) {
 	h.advanceTo(h.expire("nb-0"))
 	// No clock step after the toleration: the rung's 15-minute timeout is
 	// never waited out.
-	h.eventually("nb-0 quarantined without waiting", func() bool { return h.phase("nb-0") == string(workflow.PhaseQuarantined) })
+	h.eventually("nb-0 quarantined without waiting", func() bool { return h.phase("nb-0") == string(record.PhaseQuarantined) })
 	h.waitEvent("nb-0", "NodeRemediationFailed", "no boot ID")
 	if got := h.orders("nb-0"); len(got) != 0 {
 		t.Errorf("%d orders for a node without a boot ID, want none", len(got))

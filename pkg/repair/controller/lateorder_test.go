@@ -12,7 +12,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // decidedThenGone runs a controller until it has recorded node's reboot
@@ -35,7 +35,7 @@ func decidedThenGone(t *testing.T, h *harness, node string) ladder.Attempt {
 	h.eventually(node+" decided", func() bool { return gone.Load() })
 	m.stop()
 	a := h.attempt(node)
-	if a == nil || a.Order == "" || h.phase(node) != string(workflow.PhaseRemediating) {
+	if a == nil || a.Order == "" || h.phase(node) != string(record.PhaseRemediating) {
 		t.Fatalf("%s: attempt %+v, phase %q", node, a, h.phase(node))
 	}
 	if n := len(h.orders(node)); n != 0 {
@@ -94,7 +94,7 @@ func TestAnOrderFoundMissingLateIsNotCreated(t *testing.T) {
 				h.consistently("no order created", func() bool { return len(h.orders(c.node)) == 0 })
 				h.advanceTo(a.Deadline())
 			}
-			h.eventually(c.node+" quarantined", func() bool { return h.phase(c.node) == string(workflow.PhaseQuarantined) })
+			h.eventually(c.node+" quarantined", func() bool { return h.phase(c.node) == string(record.PhaseQuarantined) })
 			h.waitEvent(c.node, "NodeRemediationFailed", "order not picked up by the agent")
 			if n := len(h.orders(c.node)); n != 0 {
 				t.Errorf("%d orders created, want none", n)

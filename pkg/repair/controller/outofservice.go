@@ -10,7 +10,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/outofservice"
 	"nodemend.dev/nodemend/pkg/repair/policy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // outOfService puts Kubernetes' out-of-service taint on a node the ladder
@@ -21,7 +21,7 @@ import (
 // the kubelet is Ready again. The taint is recorded in the repair record
 // and written with it: only a taint nodemend put is taken off. It returns
 // the node as written and its state.
-func (r *Reconciler) outOfService(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, leftOut bool, now time.Time) (*corev1.Node, workflow.State, error) {
+func (r *Reconciler) outOfService(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, leftOut bool, now time.Time) (*corev1.Node, record.State, error) {
 	silent := false
 	var heartbeat time.Time
 	if r.opts.AgentSilence > 0 {
@@ -30,12 +30,12 @@ func (r *Reconciler) outOfService(ctx context.Context, node *corev1.Node, st wor
 	}
 	act, why := outofservice.Decide(outofservice.Input{Node: node, OutOfService: leftOut, AgentSilent: silent,
 		Started: st.Started.Time, DrainDeadline: pol.Drain.Deadline, Now: now})
-	var next workflow.Record
+	var next record.Record
 	switch {
 	case act == outofservice.Add:
-		next = workflow.WithOutOfService(st.Record, now)
+		next = record.WithOutOfService(st.Record, now)
 	case act == outofservice.Remove && !st.OutOfService.IsZero():
-		next = workflow.WithOutOfService(st.Record, time.Time{})
+		next = record.WithOutOfService(st.Record, time.Time{})
 	default:
 		if leftOut && st.OutOfService.IsZero() && outofservice.KubeletGone(node) {
 			// Nothing on the node changes when the agent's silence or

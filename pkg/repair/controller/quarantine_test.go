@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // quarantine.healthyFor 0: "only a person releases it". A quarantined node
@@ -24,16 +24,16 @@ func TestHealthyForZeroKeepsAHealthyNodeQuarantined(t *testing.T) {
 		h.node(n)
 	}
 	h.advanceTo(h.expire("qz-0"))
-	h.eventually("qz-0 quarantined", func() bool { return h.phase("qz-0") == string(workflow.PhaseQuarantined) })
+	h.eventually("qz-0 quarantined", func() bool { return h.phase("qz-0") == string(record.PhaseQuarantined) })
 	h.heal("qz-0", "KernelReady")
 	h.advance(time.Minute)
 	h.advance(365 * 24 * time.Hour)
 	h.consistently("a healthy node stays quarantined", func() bool {
 		n := h.get("qz-0")
-		return h.state(n).Phase == workflow.PhaseQuarantined && h.state(n).HealthySince.Time.IsZero() && workflow.HasTaint(n) && n.Spec.Unschedulable
+		return h.state(n).Phase == record.PhaseQuarantined && h.state(n).HealthySince.Time.IsZero() && record.HasTaint(n) && n.Spec.Unschedulable
 	})
 	reason := "checked by hand"
-	h.annotate("qz-0", workflow.ReleaseAnnotation, &reason)
+	h.annotate("qz-0", record.ReleaseAnnotation, &reason)
 	h.eventually("released by a person", func() bool { return h.untouched("qz-0") })
 	h.waitEvent("qz-0", "NodeQuarantineReleased", "released by checked by hand")
 }

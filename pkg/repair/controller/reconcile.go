@@ -12,8 +12,8 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/nodepatch"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // Reconcile moves one node one or more steps along its repair.
@@ -52,7 +52,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
-	st, err := workflow.Read(node)
+	st, err := record.Read(node)
 	if err != nil {
 		// Guessing at a half-written state could repair twice or never
 		// finish; a human fixes the annotations instead.
@@ -85,7 +85,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		log.Info("converted the previous release's repair annotations to the repair record", "phase", st.Phase)
 	}
 	switch st.Phase {
-	case workflow.PhaseNone:
+	case record.PhaseNone:
 		asmt := unhealthy.Assess(node.Status.Conditions, pol.Rules, st.Since, now)
 		if !asmt.Unhealthy() && len(st.Since) == 0 && !st.RepairRequested {
 			// Healthy: a cloud's scheduled event may drain it
@@ -95,15 +95,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 		}
 		return r.tolerate(ctx, node, st, pol, set, asmt, now)
-	case workflow.PhaseDraining:
+	case record.PhaseDraining:
 		return r.drain(ctx, node, st, pol, now)
-	case workflow.PhaseRemediating:
+	case record.PhaseRemediating:
 		if st.Rung.Order == "" {
 			// The next attempt was decided, not yet carried out.
 			return r.carryOut(ctx, node, st, pol, *st.Rung, now)
 		}
 		return r.remediate(ctx, node, st, pol, now)
-	case workflow.PhaseQuarantined:
+	case record.PhaseQuarantined:
 		return r.quarantined(ctx, node, st, pol, now)
 	default:
 		return r.terminate(ctx, node, st, now, false)
@@ -112,7 +112,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // track remembers a repair in progress, so that the node's disappearance
 // is reported as its success.
-func (r *Reconciler) track(node *corev1.Node, st workflow.State) {
+func (r *Reconciler) track(node *corev1.Node, st record.State) {
 	since := st.Since.Earliest()
 	if since.IsZero() {
 		since = st.Started.Time
@@ -164,10 +164,10 @@ func (r *Reconciler) leaveBacklog(name string) {
 }
 
 // write puts next, the record that follows prev, on node (with the taint
-// and cordon that go with it: workflow.Apply) in one patch, and returns the
+// and cordon that go with it: record.Apply) in one patch, and returns the
 // node as written.
-func (r *Reconciler) write(ctx context.Context, node *corev1.Node, prev, next workflow.Record, lock bool) (*corev1.Node, error) {
-	updated := workflow.Apply(node, prev, next)
+func (r *Reconciler) write(ctx context.Context, node *corev1.Node, prev, next record.Record, lock bool) (*corev1.Node, error) {
+	updated := record.Apply(node, prev, next)
 	if err := r.patch(ctx, node, updated, lock); err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (r *Reconciler) write(ctx context.Context, node *corev1.Node, prev, next wo
 }
 
 // repairTrigger is the trigger of st's repair (empty for a record without one).
-func repairTrigger(st workflow.State) v1alpha1.RepairTrigger {
+func repairTrigger(st record.State) v1alpha1.RepairTrigger {
 	if st.Trigger == nil {
 		return v1alpha1.RepairTrigger{}
 	}

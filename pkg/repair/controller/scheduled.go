@@ -18,8 +18,8 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/scheduled"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // This file drains a healthy node ahead of an event its cloud scheduled
@@ -49,7 +49,7 @@ func agentEventNode(_ context.Context, o client.Object) []reconcile.Request {
 // policy: it starts, continues or ends a drain ahead of a scheduled event.
 // handled is false when there is none to start and none recorded: the
 // caller goes on as for any healthy node.
-func (r *Reconciler) scheduledEvent(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, now time.Time) (_ reconcile.Result, handled bool, _ error) {
+func (r *Reconciler) scheduledEvent(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, set *policy.Set, now time.Time) (_ reconcile.Result, handled bool, _ error) {
 	log := ctrl.LoggerFrom(ctx)
 	rec, err := scheduled.Read(node)
 	if err != nil {
@@ -120,7 +120,7 @@ func (r *Reconciler) scheduledEvent(ctx context.Context, node *corev1.Node, st w
 
 // startScheduledDrain passes the gates and cordons the node, recording the
 // drain in the same write.
-func (r *Reconciler) startScheduledDrain(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set, rep scheduled.Report, now time.Time) (reconcile.Result, bool, error) {
+func (r *Reconciler) startScheduledDrain(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, set *policy.Set, rep scheduled.Report, now time.Time) (reconcile.Result, bool, error) {
 	log := ctrl.LoggerFrom(ctx)
 	d, release, err := r.scheduledGate(ctx, node, st, pol, set)
 	defer release()
@@ -155,7 +155,7 @@ func (r *Reconciler) startScheduledDrain(ctx context.Context, node *corev1.Node,
 // scheduledGate runs a repair's gates for a drain ahead of a scheduled
 // event: the veto, the pause, the control-plane gate, and the pool and
 // zone counts with the node counted as the disruption it is about to be.
-func (r *Reconciler) scheduledGate(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, set *policy.Set) (gate.Decision, func(), error) {
+func (r *Reconciler) scheduledGate(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, set *policy.Set) (gate.Decision, func(), error) {
 	release := noRelease
 	in := gate.Input{Vetoed: st.Vetoed, Veto: st.Veto, MaxUnhealthy: pol.MaxUnhealthy}
 	var err error

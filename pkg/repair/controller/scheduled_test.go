@@ -13,8 +13,8 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/scheduled"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // agentReport writes the Warning that node's agent writes for a cloud's
@@ -64,7 +64,7 @@ func (h *harness) drainingAhead(name string) bool {
 	if n == nil {
 		h.t.Fatalf("%s is gone: a scheduled drain never deletes a node", name)
 	}
-	if workflow.HasTaint(n) || workflow.InRepair(n) {
+	if record.HasTaint(n) || record.InRepair(n) {
 		h.t.Fatalf("%s tainted or under repair for a scheduled event: %v %v", name, n.Spec.Taints, n.Annotations)
 	}
 	return n.Spec.Unschedulable && scheduled.Draining(n)

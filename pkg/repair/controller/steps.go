@@ -15,7 +15,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/policy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // This file runs a repair that has started: drain passes until the node is
@@ -25,7 +25,7 @@ import (
 // the node before the next, so that any leader resumes it.
 
 // drain runs one drain pass and, when the node is empty, hands it over.
-func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st record.State, pol policy.Policy, now time.Time) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	if halted, err := r.halted(ctx, node, st, now); halted || err != nil {
 		return reconcile.Result{}, err
@@ -71,7 +71,7 @@ func (r *Reconciler) drain(ctx context.Context, node *corev1.Node, st workflow.S
 }
 
 // handOver gives a drained node to its backend (the Replace rung).
-func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time) (reconcile.Result, error) {
+func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st record.State, now time.Time) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	be := r.backends.Choose(node, r.opts.Backend)
 	name := be.Name()
@@ -84,7 +84,7 @@ func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflo
 		wakeAt(ctx, now.Add(r.opts.RecheckInterval))
 		return reconcile.Result{}, nil
 	}
-	next := workflow.HandOver(st.Record, target, now)
+	next := record.HandOver(st.Record, target, now)
 	updated, err := r.write(ctx, node, st.Record, next, true)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -104,7 +104,7 @@ func (r *Reconciler) handOver(ctx context.Context, node *corev1.Node, st workflo
 // go; a node that outlives the termination timeout is reported failed.
 // fresh: node is the API server's answer to this reconcile's own patch, so
 // a target that is the node itself needs no read before its deletion.
-func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time, fresh bool) (reconcile.Result, error) {
+func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st record.State, now time.Time, fresh bool) (reconcile.Result, error) {
 	t := *st.Target
 	log := ctrl.LoggerFrom(ctx)
 	if t.Kind != "Node" {
@@ -160,14 +160,14 @@ func (r *Reconciler) terminate(ctx context.Context, node *corev1.Node, st workfl
 }
 
 // fail reports a repair failure once (recorded on the node).
-func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st workflow.State, now time.Time, msg string) {
+func (r *Reconciler) fail(ctx context.Context, node *corev1.Node, st record.State, now time.Time, msg string) {
 	log := ctrl.LoggerFrom(ctx)
 	if !st.Failed.IsZero() {
 		return
 	}
 	// Optimistic lock: a reconcile that read the node before another one
 	// recorded the failure must not report it a second time.
-	if _, err := r.write(ctx, node, st.Record, workflow.Fail(st.Record, now), true); err != nil {
+	if _, err := r.write(ctx, node, st.Record, record.Fail(st.Record, now), true); err != nil {
 		if !apierrors.IsConflict(err) {
 			log.Error(err, "recording repair failure")
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // A repair's steps as the API server sees them. The tests that stop a
@@ -49,15 +49,15 @@ func stepOf(method, path, body string) (node string, s step) {
 			return node, stepTargetDeleted
 		case method != http.MethodPatch:
 			return "", ""
-		case strings.Contains(body, recordPhase(workflow.PhaseDraining)):
+		case strings.Contains(body, recordPhase(record.PhaseDraining)):
 			return node, stepTainted
-		case strings.Contains(body, recordPhase(workflow.PhaseTerminating)):
+		case strings.Contains(body, recordPhase(record.PhaseTerminating)):
 			return node, stepHandedOver
-		case strings.Contains(body, recordPhase(workflow.PhaseRemediating)) && strings.Contains(body, `verified`):
+		case strings.Contains(body, recordPhase(record.PhaseRemediating)) && strings.Contains(body, `verified`):
 			return node, stepRebootVerified
-		case strings.Contains(body, recordPhase(workflow.PhaseRemediating)):
+		case strings.Contains(body, recordPhase(record.PhaseRemediating)):
 			return node, stepRungDecided
-		case strings.Contains(body, recordPhase(workflow.PhaseQuarantined)):
+		case strings.Contains(body, recordPhase(record.PhaseQuarantined)):
 			return node, stepQuarantined
 		case strings.Contains(body, `{\"version\":1,\"ladder\":{`):
 			return node, stepReturned

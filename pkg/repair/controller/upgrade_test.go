@@ -16,13 +16,13 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/repair/controller"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
-	"nodemend.dev/nodemend/pkg/repair/workflow/legacy"
+	"nodemend.dev/nodemend/pkg/repair/record"
+	"nodemend.dev/nodemend/pkg/repair/record/legacy"
 )
 
 // The previous release kept a repair in thirteen annotations. A controller
 // of this release, started on nodes as that release left them in every
-// phase (pkg/repair/workflow/legacy/testdata, written by that release's
+// phase (pkg/repair/record/legacy/testdata, written by that release's
 // code), converts each to the record in its first write, removes the old
 // keys in that write, and carries the repair on from where it stood.
 
@@ -57,7 +57,7 @@ func (h *harness) run() {
 // conditions (Ready True besides).
 func (h *harness) legacyNode(fixture, bootID string, conds ...corev1.NodeCondition) *corev1.Node {
 	h.t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "workflow", "legacy", "testdata", fixture+".json"))
+	b, err := os.ReadFile(filepath.Join("..", "record", "legacy", "testdata", fixture+".json"))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func (h *harness) migrated(name string) bool {
 			return false
 		}
 	}
-	_, ok := n.Annotations[workflow.StateAnnotation]
+	_, ok := n.Annotations[record.StateAnnotation]
 	return ok
 }
 
@@ -162,7 +162,7 @@ func TestUpgradeResumesEveryPhase(t *testing.T) {
 		h.waitEvent("draining-vetoed", "NodeRepairBlocked", "INC-42 investigating")
 		h.advance(time.Hour)
 		h.consistently("halted", func() bool {
-			return h.phase("draining-vetoed") == string(workflow.PhaseDraining) && h.tainted("draining-vetoed")
+			return h.phase("draining-vetoed") == string(record.PhaseDraining) && h.tainted("draining-vetoed")
 		})
 	})
 
@@ -212,7 +212,7 @@ func TestUpgradeResumesEveryPhase(t *testing.T) {
 		h.legacyNode("remediating-verified", "8a9b0c1d-boot-2", gpuFalse(epoch("12:00")))
 		h.run()
 		h.eventually("migrated", func() bool { return h.migrated("remediating-verified") })
-		h.consistently("waiting for the condition", func() bool { return h.phase("remediating-verified") == string(workflow.PhaseRemediating) })
+		h.consistently("waiting for the condition", func() bool { return h.phase("remediating-verified") == string(record.PhaseRemediating) })
 		if got := len(h.events("remediating-verified", "NodeRebootVerified")); got != 0 {
 			t.Errorf("the verification reported again (%d)", got)
 		}
@@ -240,11 +240,11 @@ func TestUpgradeResumesEveryPhase(t *testing.T) {
 		h.run()
 		h.eventually("migrated", func() bool { return h.migrated("quarantined") })
 		st := h.record("quarantined")
-		if st.Phase != workflow.PhaseQuarantined || !st.Cordoned || st.HealthySince.Time.IsZero() {
+		if st.Phase != record.PhaseQuarantined || !st.Cordoned || st.HealthySince.Time.IsZero() {
 			t.Fatalf("record %+v", st.Record)
 		}
 		h.advanceTo(epoch("13:20").Add(24*time.Hour - time.Second))
-		h.consistently("quarantined until healthy for 24h", func() bool { return h.phase("quarantined") == string(workflow.PhaseQuarantined) })
+		h.consistently("quarantined until healthy for 24h", func() bool { return h.phase("quarantined") == string(record.PhaseQuarantined) })
 		h.advanceTo(epoch("13:20").Add(24 * time.Hour))
 		h.eventually("released", func() bool { return h.untouched("quarantined") && !h.get("quarantined").Spec.Unschedulable })
 	})
@@ -255,7 +255,7 @@ func TestUpgradeResumesEveryPhase(t *testing.T) {
 		h.run()
 		h.eventually("migrated", func() bool { return h.migrated("quarantined-person-cordon") })
 		reason := "fixed"
-		h.annotate("quarantined-person-cordon", workflow.ReleaseAnnotation, &reason)
+		h.annotate("quarantined-person-cordon", record.ReleaseAnnotation, &reason)
 		h.eventually("released", func() bool { return h.untouched("quarantined-person-cordon") })
 		if !h.get("quarantined-person-cordon").Spec.Unschedulable {
 			t.Error("a person's cordon lifted")
@@ -270,7 +270,7 @@ func TestUpgradeResumesEveryPhase(t *testing.T) {
 			return h.untouched("quarantined-released") && !h.get("quarantined-released").Spec.Unschedulable
 		})
 		h.waitEvent("quarantined-released", "NodeQuarantineReleased", "GPU reseated, INC-4711")
-		if _, ok := h.get("quarantined-released").Annotations[workflow.ReleaseAnnotation]; ok {
+		if _, ok := h.get("quarantined-released").Annotations[record.ReleaseAnnotation]; ok {
 			t.Error("the release was not consumed")
 		}
 	})

@@ -21,7 +21,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/health"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // The drain honours a PodDisruptionBudget that allows no disruption until the
@@ -52,7 +52,7 @@ func TestDrainPDBBlocksUntilTheDeadlineThenForces(t *testing.T) {
 	h.advanceTo(started)
 	h.eventually("web evicted", func() bool { return h.podTerminating(ns, "web") })
 	h.waitEvent("dr-0", "NodeDrainBlocked", "Cannot evict pod as it would violate the pod's disruption budget")
-	if !h.tainted("dr-0") || h.phase("dr-0") != string(workflow.PhaseDraining) {
+	if !h.tainted("dr-0") || h.phase("dr-0") != string(record.PhaseDraining) {
 		t.Fatal("dr-0 not tainted and draining")
 	}
 
@@ -116,7 +116,7 @@ func TestKarpenterBackendDeletesTheNodeClaim(t *testing.T) {
 			t.Errorf("%s touched", n)
 		}
 	}
-	if h.phase("kb-2") != string(workflow.PhaseTerminating) {
+	if h.phase("kb-2") != string(record.PhaseTerminating) {
 		t.Errorf("kb-2 phase %q", h.phase("kb-2"))
 	}
 	// Karpenter's termination controller removes the node.
@@ -214,7 +214,7 @@ func TestDeletedNodeIsNotReadAgain(t *testing.T) {
 			if err == nil && req.Method == http.MethodPatch && resp.StatusCode == http.StatusOK {
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body = io.NopCloser(bytes.NewReader(body))
-				if n := writtenNode(body); n != nil && h.state(n).Phase == workflow.PhaseTerminating {
+				if n := writtenNode(body); n != nil && h.state(n).Phase == record.PhaseTerminating {
 					stale.Store(n) // as a cache would hold it after the hand-over
 				}
 			}

@@ -24,15 +24,15 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/scheduled"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 // Unhealthy is what the gate counts as unhealthy: a node under repair, or
 // one that any rule of its own policy flags, tolerated or not.
 func Unhealthy(n *corev1.Node, set *policy.Set) bool {
-	if workflow.InRepair(n) || scheduled.Draining(n) {
+	if record.InRepair(n) || scheduled.Draining(n) {
 		// A node drained ahead of a scheduled event is out of
 		// service as much as one under repair.
 		return true

@@ -17,7 +17,7 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // walk is the gate's count done the slow way, over every node: what the
@@ -97,7 +97,7 @@ func randomNode(rng *rand.Rand, name string) *corev1.Node {
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: t, Status: status()})
 	}
 	if rng.IntN(10) == 0 {
-		n.Annotations[workflow.StateAnnotation] = `{"version":1,"phase":"Draining","trigger":{"type":"KernelReady","status":"False"},"started":"2026-03-01T12:00:00Z"}`
+		n.Annotations[record.StateAnnotation] = `{"version":1,"phase":"Draining","trigger":{"type":"KernelReady","status":"False"},"started":"2026-03-01T12:00:00Z"}`
 	}
 	return n
 }

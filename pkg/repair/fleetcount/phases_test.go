@@ -11,8 +11,8 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/gate"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
-	"nodemend.dev/nodemend/pkg/repair/workflow/legacy"
+	"nodemend.dev/nodemend/pkg/repair/record"
+	"nodemend.dev/nodemend/pkg/repair/record/legacy"
 )
 
 // "A node counts as unhealthy ... if it is under repair": "every rung is a
@@ -32,35 +32,35 @@ func TestARepairCountsWhateverItsConditionsSay(t *testing.T) {
 	cond := corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse, Reason: "KernelDeadlock"}
 	rung := v1alpha1.RungAttempt{RungPosition: v1alpha1.RungPosition{Rung: 0, Attempt: 1}, Action: v1alpha1.LadderReboot, Of: 1, Started: t0,
 		Order: "o", BootID: "b1", Timeout: metav1.Duration{Duration: 15 * time.Minute}}
-	draining := workflow.Start(workflow.Record{}, nil, cond, "default", rung, t0.Time, nil)
+	draining := record.Start(record.Record{}, nil, cond, "default", rung, t0.Time, nil)
 	target := v1alpha1.RepairTarget{Backend: "node", APIVersion: "v1", Kind: "Node", Name: "terminating", UID: "u"}
 	phases := map[string]v1alpha1.RepairRecord{
 		"draining":    draining,
-		"terminating": workflow.HandOver(draining, target, t0.Time),
-		"remediating": workflow.Remediate(draining, rung),
-		"quarantined": workflow.Quarantine(draining, rung, true, t0.Time),
+		"terminating": record.HandOver(draining, target, t0.Time),
+		"remediating": record.Remediate(draining, rung),
+		"quarantined": record.Quarantine(draining, rung, true, t0.Time),
 	}
 	node := func(name string, annotations map[string]string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "p", "team": "a"}, Annotations: annotations},
 			Status: corev1.NodeStatus{Conditions: healthy}}
 	}
-	record := func(r v1alpha1.RepairRecord) map[string]string {
+	withRecord := func(r v1alpha1.RepairRecord) map[string]string {
 		if _, err := v1alpha1.DecodeRepairRecord(r.Encode()); err != nil {
 			t.Fatalf("record %+v: %v", r, err)
 		}
-		return map[string]string{workflow.StateAnnotation: r.Encode()}
+		return map[string]string{record.StateAnnotation: r.Encode()}
 	}
 	counted := map[string]*corev1.Node{
-		"undecodable": node("undecodable", map[string]string{workflow.StateAnnotation: `{"version":1,"phase":`}),
+		"undecodable": node("undecodable", map[string]string{record.StateAnnotation: `{"version":1,"phase":`}),
 		"legacy":      node("legacy", map[string]string{legacy.Phase: "Remediating"}),
 	}
 	notCounted := map[string]*corev1.Node{
-		"clock only": node("clock-only", record(workflow.WithSince(workflow.Record{}, map[corev1.NodeConditionType]time.Time{"KernelReady": t0.Time}))),
-		"window":     node("window", record(workflow.Return(&v1alpha1.LadderRecord{RungPosition: v1alpha1.RungPosition{Rung: 0, Attempt: 1}, Action: v1alpha1.LadderReboot, Condition: "KernelReady", Returned: t0, Until: t0}))),
+		"clock only": node("clock-only", withRecord(record.WithSince(record.Record{}, map[corev1.NodeConditionType]time.Time{"KernelReady": t0.Time}))),
+		"window":     node("window", withRecord(record.Return(&v1alpha1.LadderRecord{RungPosition: v1alpha1.RungPosition{Rung: 0, Attempt: 1}, Action: v1alpha1.LadderReboot, Condition: "KernelReady", Returned: t0, Until: t0}))),
 		"no record":  node("plain", nil),
 	}
 	for phase, r := range phases {
-		counted[phase] = node(phase, record(r))
+		counted[phase] = node(phase, withRecord(r))
 	}
 	for name, n := range counted {
 		if !Unhealthy(n, set) {

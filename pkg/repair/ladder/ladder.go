@@ -3,7 +3,7 @@
 // decision goes after an attempt fails (Next), whether a decision continues
 // an earlier one whose fault came back within its window (StartAt), and
 // what an attempt in progress has come to (Judge). The state lives on the
-// Node (pkg/repair/workflow writes it); nothing here reads a clock or the
+// Node (pkg/repair/record writes it); nothing here reads a clock or the
 // API.
 //
 //	Draining ──drained──► rung: ResetAccelerator | Reboot ──► Remediating ──verified, healthy──► back in service

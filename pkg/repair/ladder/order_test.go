@@ -9,7 +9,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/agent/remediate"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
+	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
 // orderAt is attempt a's order as the API server has it when created at
@@ -27,7 +27,7 @@ func orderAt(a Attempt, created time.Time) (*v1alpha1.NodeRemediation, bool) {
 // boot on a node under repair whose trigger is still reported, makes of o
 // at now.
 func agentJudges(o *v1alpha1.NodeRemediation, now time.Time) remediate.Judgement {
-	node := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{workflow.Taint("KernelReady")}},
+	node := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{record.Taint("KernelReady")}},
 		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "b"},
 			Conditions: []corev1.NodeCondition{{Type: "KernelReady", Status: corev1.ConditionFalse}}}}
 	return remediate.Judge(o, remediate.Facts{NodeName: "n", BootID: "b", Now: now, MaxSkew: remediate.DefaultMaxClockSkew, Node: node,

@@ -7,7 +7,7 @@
 // with its status that is most of the CPU a repair decision costs the
 // controller, and in a storm that CPU is taken from the API server on the
 // same machine (docs/performance.md). The fields here are the only ones the
-// repair's steps (pkg/repair/workflow) change; a change anywhere else is
+// repair's steps (pkg/repair/record) change; a change anywhere else is
 // reported, and the caller diffs the whole object as before.
 //
 // The patch means the same as a strategic merge patch: none of its lists

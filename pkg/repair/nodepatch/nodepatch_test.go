@@ -18,8 +18,8 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/ladder"
 	"nodemend.dev/nodemend/pkg/repair/nodepatch"
+	"nodemend.dev/nodemend/pkg/repair/record"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow"
 )
 
 var now = time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
@@ -53,43 +53,43 @@ func node() *corev1.Node {
 }
 
 // steps are the repair's writes, each from the record the previous one
-// left, as the controller makes them (workflow.Apply puts each on the
+// left, as the controller makes them (record.Apply puts each on the
 // node).
 func steps() []struct {
 	name string
-	to   func(workflow.Record, *corev1.Node) workflow.Record
+	to   func(record.Record, *corev1.Node) record.Record
 } {
 	attempt := ladder.Attempt{RungPosition: ladder.First, Action: v1alpha1.LadderReboot, Started: metav1.NewTime(now)}
 	trigger := node().Status.Conditions[1]
 	since := unhealthy.Since{trigger.Type: now.Add(-time.Minute)}
-	type step = func(workflow.Record, *corev1.Node) workflow.Record
+	type step = func(record.Record, *corev1.Node) record.Record
 	return []struct {
 		name string
 		to   step
 	}{
-		{"unhealthy recorded", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithSince(r, since) }},
-		{"started (tainted)", func(r workflow.Record, _ *corev1.Node) workflow.Record {
-			return workflow.Start(r, since, trigger, "gpu", attempt, now, nil)
+		{"unhealthy recorded", func(r record.Record, _ *corev1.Node) record.Record { return record.WithSince(r, since) }},
+		{"started (tainted)", func(r record.Record, _ *corev1.Node) record.Record {
+			return record.Start(r, since, trigger, "gpu", attempt, now, nil)
 		}},
-		{"remediating", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.Remediate(r, attempt) }},
-		{"attempt recorded", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithAttempt(r, attempt) }},
-		{"quarantined (cordoned)", func(r workflow.Record, n *corev1.Node) workflow.Record {
-			return workflow.Quarantine(r, attempt, !n.Spec.Unschedulable, now)
+		{"remediating", func(r record.Record, _ *corev1.Node) record.Record { return record.Remediate(r, attempt) }},
+		{"attempt recorded", func(r record.Record, _ *corev1.Node) record.Record { return record.WithAttempt(r, attempt) }},
+		{"quarantined (cordoned)", func(r record.Record, n *corev1.Node) record.Record {
+			return record.Quarantine(r, attempt, !n.Spec.Unschedulable, now)
 		}},
-		{"healthy since", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithHealthySince(r, now) }},
-		{"returned (uncordoned, untainted)", func(workflow.Record, *corev1.Node) workflow.Record {
-			return workflow.Return(&ladder.Record{Condition: trigger.Type, RungPosition: ladder.Position{Rung: 1, Attempt: 1}, Action: v1alpha1.LadderReboot,
+		{"healthy since", func(r record.Record, _ *corev1.Node) record.Record { return record.WithHealthySince(r, now) }},
+		{"returned (uncordoned, untainted)", func(record.Record, *corev1.Node) record.Record {
+			return record.Return(&ladder.Record{Condition: trigger.Type, RungPosition: ladder.Position{Rung: 1, Attempt: 1}, Action: v1alpha1.LadderReboot,
 				Returned: metav1.NewTime(now), Until: metav1.NewTime(now.Add(time.Hour))})
 		}},
-		{"ladder gone", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithoutLadder(r) }},
-		{"started again (asked for now)", func(r workflow.Record, _ *corev1.Node) workflow.Record {
-			return workflow.Start(r, since, trigger, "gpu", attempt, now, workflow.RepairNowAt("INC-1", now))
+		{"ladder gone", func(r record.Record, _ *corev1.Node) record.Record { return record.WithoutLadder(r) }},
+		{"started again (asked for now)", func(r record.Record, _ *corev1.Node) record.Record {
+			return record.Start(r, since, trigger, "gpu", attempt, now, record.RepairNowAt("INC-1", now))
 		}},
-		{"handed over", func(r workflow.Record, n *corev1.Node) workflow.Record {
-			return workflow.HandOver(r, backend.Target{Kind: "Node", Name: n.Name}, now)
+		{"handed over", func(r record.Record, n *corev1.Node) record.Record {
+			return record.HandOver(r, backend.Target{Kind: "Node", Name: n.Name}, now)
 		}},
-		{"failed", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.Fail(r, now) }},
-		{"recovered (since cleared)", func(r workflow.Record, _ *corev1.Node) workflow.Record { return workflow.WithSince(r, nil) }},
+		{"failed", func(r record.Record, _ *corev1.Node) record.Record { return record.Fail(r, now) }},
+		{"recovered (since cleared)", func(r record.Record, _ *corev1.Node) record.Record { return record.WithSince(r, nil) }},
 	}
 }
 
@@ -100,10 +100,10 @@ func steps() []struct {
 func TestMergeMeansWhatTheWholeNodeDiffMeans(t *testing.T) {
 	for _, lock := range []bool{false, true} {
 		old := node()
-		var rec workflow.Record
+		var rec record.Record
 		for _, s := range steps() {
 			next := s.to(rec, old)
-			updated := workflow.Apply(old, rec, next)
+			updated := record.Apply(old, rec, next)
 			rec = next
 			got, ok, err := nodepatch.Merge(old, updated, lock)
 			if err != nil || !ok {
@@ -250,7 +250,7 @@ func BenchmarkMerge(b *testing.B) {
 	old := node()
 	trigger := old.Status.Conditions[1]
 	attempt := ladder.Attempt{Action: v1alpha1.LadderReboot, Started: metav1.NewTime(now)}
-	updated := workflow.Apply(old, workflow.Record{}, workflow.Start(workflow.Record{}, unhealthy.Since{trigger.Type: now}, trigger, "gpu", attempt, now, nil))
+	updated := record.Apply(old, record.Record{}, record.Start(record.Record{}, unhealthy.Since{trigger.Type: now}, trigger, "gpu", attempt, now, nil))
 	b.Run("nodepatch", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

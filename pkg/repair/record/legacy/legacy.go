@@ -1,7 +1,7 @@
 // Package legacy reads a repair as the previous release kept it on a Node
 // — one nodemend.dev/ annotation per field, each with its own format — so
 // that a controller of this release resumes a repair the previous one
-// started. pkg/repair/workflow converts such a node to the RepairRecord on
+// started. pkg/repair/record converts such a node to the RepairRecord on
 // its first reconcile and removes these keys in the same write; nothing
 // writes them any more. testdata/ holds the annotation sets the previous
 // release wrote in each phase.

@@ -1,4 +1,4 @@
-// Package workflow is the repair of one node, as steps whose every result is
+// Package record is the repair of one node, as steps whose every result is
 // recorded on the Node object, so that a restarted controller or a new leader
 // resumes exactly where the last one stopped:
 //
@@ -14,12 +14,12 @@
 // (cordoned and tainted until a person releases the node, or it has been
 // healthy long enough).
 //
-// The state is one v1alpha1.RepairRecord in one annotation. This file is
-// the pure part: reading it (Read), the steps as functions from record to
-// record, and Apply, which puts a record on a copy of the Node with the
-// taint and cordon that go with it. drain.go does the I/O of the drain;
+// The state is one v1alpha1.RepairRecord in one annotation. This package is
+// pure: reading it (Read), the steps as functions from record to record, and
+// Apply, which puts a record on a copy of the Node with the taint and cordon
+// that go with it. pkg/repair/drainpass does the I/O of the drain;
 // pkg/repair/controller writes each step.
-package workflow
+package record
 
 import (
 	"time"
@@ -29,8 +29,8 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/outofservice"
+	"nodemend.dev/nodemend/pkg/repair/record/legacy"
 	"nodemend.dev/nodemend/pkg/repair/unhealthy"
-	"nodemend.dev/nodemend/pkg/repair/workflow/legacy"
 )
 
 // The repair's marks on a Node; v1alpha1 holds the strings, these names

@@ -1,4 +1,8 @@
-package workflow
+// Package drainpass is one pass of a repair's drain: which of a node's pods
+// to evict or delete (PlanDrain, pure) and the pass that does it through the
+// Eviction API (Drainer), so that PodDisruptionBudgets hold until the
+// drain's deadline.
+package drainpass
 
 import (
 	"context"
@@ -83,7 +87,7 @@ type Drainer struct {
 // nothing about repairs.
 func StaysThroughRepair(p *corev1.Pod) bool {
 	for _, t := range p.Spec.Tolerations {
-		if t.Key == TaintKey && (t.Operator == corev1.TolerationOpExists || t.Operator == "" || t.Operator == corev1.TolerationOpEqual) {
+		if t.Key == v1alpha1.RepairTaintKey && (t.Operator == corev1.TolerationOpExists || t.Operator == "" || t.Operator == corev1.TolerationOpEqual) {
 			return true
 		}
 	}

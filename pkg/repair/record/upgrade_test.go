@@ -1,4 +1,4 @@
-package workflow
+package record
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
-	"nodemend.dev/nodemend/pkg/repair/workflow/legacy"
+	"nodemend.dev/nodemend/pkg/repair/record/legacy"
 )
 
 // A node as the previous release left it, in every phase, is read into

@@ -17,7 +17,7 @@ import (
 
 // Fixture reads testdata/NAME.json: a Node as the previous release's
 // controller left it in one phase (written by that release's
-// pkg/repair/workflow functions, in the order its controller called them).
+// pkg/repair/record functions, in the order its controller called them).
 func Fixture(t testing.TB, name string) *corev1.Node {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))

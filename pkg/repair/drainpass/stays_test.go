@@ -1,9 +1,11 @@
-package workflow
+package drainpass
 
 import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"nodemend.dev/nodemend/api/v1alpha1"
 )
 
 func TestStaysThroughRepair(t *testing.T) {
@@ -13,8 +15,8 @@ func TestStaysThroughRepair(t *testing.T) {
 		want bool
 	}{
 		{"no tolerations", nil, false},
-		{"the repair taint by key", []corev1.Toleration{{Key: TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, true},
-		{"the repair taint for one condition", []corev1.Toleration{{Key: TaintKey, Operator: corev1.TolerationOpEqual, Value: "KernelReady"}}, true},
+		{"the repair taint by key", []corev1.Toleration{{Key: v1alpha1.RepairTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, true},
+		{"the repair taint for one condition", []corev1.Toleration{{Key: v1alpha1.RepairTaintKey, Operator: corev1.TolerationOpEqual, Value: "KernelReady"}}, true},
 		{"a wildcard says nothing about repairs", []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, false},
 		{"another taint", []corev1.Toleration{{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists}}, false},
 	} {
