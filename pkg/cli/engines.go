@@ -8,7 +8,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
-	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 )
 
 // The resources read as unstructured. Karpenter's v1 API is the only one
@@ -16,8 +16,8 @@ import (
 // nodes by (Cluster API's Machine: clusters run v1beta1 or v1beta2) is
 // discovered, as the controller does.
 var (
-	nodeClaimGVR        = schema.GroupVersionResource{Group: pool.KarpenterGroup, Version: "v1", Resource: "nodeclaims"}
-	nodePoolGVR         = schema.GroupVersionResource{Group: pool.KarpenterGroup, Version: "v1", Resource: "nodepools"}
+	nodeClaimGVR        = schema.GroupVersionResource{Group: karpenter.Group, Version: "v1", Resource: "nodeclaims"}
+	nodePoolGVR         = schema.GroupVersionResource{Group: karpenter.Group, Version: "v1", Resource: "nodepools"}
 	nodeRepairPolicyGVR = v1alpha1.GroupVersion.WithResource("noderepairpolicies")
 )
 

@@ -16,6 +16,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/cli/explain"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
@@ -298,7 +299,7 @@ func (o *explainOptions) nodePool(ctx context.Context, c *Clients, name string) 
 	if in.Events, err = eventsAbout(ctx, c, "NodePool", "", name); err != nil {
 		return explain.Report{}, err
 	}
-	if in.NodeClaims, _, err = listNodeClaims(ctx, c, pool.KarpenterNodePoolLabel+"="+name); err != nil {
+	if in.NodeClaims, _, err = listNodeClaims(ctx, c, karpenter.NodePoolLabel+"="+name); err != nil {
 		return explain.Report{}, err
 	}
 	f, err := loadFleet(ctx, c, o.controller)
@@ -306,7 +307,7 @@ func (o *explainOptions) nodePool(ctx context.Context, c *Clients, name string) 
 		return explain.Report{}, err
 	}
 	rep := fleet.Assess(f.input(o.controller, o.now()))
-	key := pool.Pool{Group: pool.KarpenterGroup, Kind: "NodePool", Name: name}.String()
+	key := pool.Pool{Group: karpenter.Group, Kind: "NodePool", Name: name}.String()
 	if o.controller.poolLabel != "" {
 		key = pool.Pool{Kind: pool.KindLabel, Label: o.controller.poolLabel, Name: name}.String()
 	}
@@ -336,7 +337,7 @@ func listNodeClaims(ctx context.Context, c *Clients, selector string) (claims []
 	out := make([]explain.NodeClaim, 0, len(list.Items))
 	for i := range list.Items {
 		u := &list.Items[i]
-		nc := explain.NodeClaim{Name: u.GetName(), NodePool: u.GetLabels()[pool.KarpenterNodePoolLabel]}
+		nc := explain.NodeClaim{Name: u.GetName(), NodePool: u.GetLabels()[karpenter.NodePoolLabel]}
 		nc.NodeName, _, _ = unstructured.NestedString(u.Object, "status", "nodeName")
 		nc.ProviderID, _, _ = unstructured.NestedString(u.Object, "status", "providerID")
 		nc.Conditions = explainConditions(u)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"nodemend.dev/nodemend/pkg/cli/explain"
-	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
@@ -100,14 +100,14 @@ func TestExplainPod(t *testing.T) {
 	ns := namespace(t, "explain-pod")
 	d := dyn(t)
 	createNode(t, testNode{name: "ex-arm", labels: map[string]string{corev1.LabelArchStable: "arm64"}})
-	createNode(t, testNode{name: "ex-new", labels: map[string]string{pool.KarpenterNodePoolLabel: "expool"},
+	createNode(t, testNode{name: "ex-new", labels: map[string]string{karpenter.NodePoolLabel: "expool"},
 		taints:     []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionFalse, time.Now())}})
 	// Karpenter's NodeClaim whose launch failed for lack of subnet addresses
 	// (Launched=False/LaunchFailed carries the cloud provider's error).
 	createUnstructured(t, d, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-		"metadata": map[string]any{"name": "expool-abcde", "labels": map[string]any{pool.KarpenterNodePoolLabel: "expool"}},
+		"metadata": map[string]any{"name": "expool-abcde", "labels": map[string]any{karpenter.NodePoolLabel: "expool"}},
 		"spec":     map[string]any{"nodeClassRef": nodeClassRef(), "requirements": karpenterRequirements()},
 	}}, map[string]any{"conditions": []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "lastTransitionTime": condTime(),
 		"message": "creating instance, insufficient capacity, with fleet error(s), InsufficientFreeAddressesInSubnet: There are not enough free addresses in subnet 'subnet-0a1b' to satisfy the requested number of instances."}}})
@@ -205,12 +205,12 @@ func TestExplainNode(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "explain-node")
 	name := "ex-node"
-	createNode(t, testNode{name: name, labels: map[string]string{pool.KarpenterNodePoolLabel: "exn"},
+	createNode(t, testNode{name: name, labels: map[string]string{karpenter.NodePoolLabel: "exn"},
 		annotations: map[string]string{record.VetoAnnotation: "INC-42 investigating", "karpenter.sh/do-not-disrupt": "true"},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, time.Now().Add(-time.Hour)),
 			condition("KernelReady", corev1.ConditionFalse, "ForkFailedOutOfPIDs", "fork failed", time.Now().Add(-2*time.Hour))}})
 	for i := range 5 {
-		createNode(t, testNode{name: fmt.Sprintf("ex-node-ok-%d", i), labels: map[string]string{pool.KarpenterNodePoolLabel: "exn"}})
+		createNode(t, testNode{name: fmt.Sprintf("ex-node-ok-%d", i), labels: map[string]string{karpenter.NodePoolLabel: "exn"}})
 	}
 	pod := func(name string, mut func(*corev1.Pod)) {
 		p := pausePod(ns, name)
@@ -278,15 +278,15 @@ func TestExplainNodePool(t *testing.T) {
 		map[string]any{"type": "Ready", "status": "False", "reason": "NodeClassNotReady", "message": "NodeClass not ready", "lastTransitionTime": condTime()}}})
 	createUnstructured(t, d, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-		"metadata": map[string]any{"name": "exgpu-q1w2e", "labels": map[string]any{pool.KarpenterNodePoolLabel: "exgpu"}},
+		"metadata": map[string]any{"name": "exgpu-q1w2e", "labels": map[string]any{karpenter.NodePoolLabel: "exgpu"}},
 		"spec":     map[string]any{"nodeClassRef": nodeClassRef(), "requirements": karpenterRequirements()},
 	}}, map[string]any{"conditions": []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "lastTransitionTime": condTime(),
 		"message": "creating instance, insufficient capacity, with fleet error(s), InsufficientInstanceCapacity: We currently do not have sufficient p5.48xlarge capacity"}}})
 	bad := []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, time.Now().Add(-time.Hour)),
 		condition("AcceleratedHardwareReady", corev1.ConditionFalse, "NvidiaXID79Error", "fell off the bus", time.Now().Add(-time.Hour))}
-	createNode(t, testNode{name: "exgpu-1", labels: map[string]string{pool.KarpenterNodePoolLabel: "exgpu"}, conditions: bad})
-	createNode(t, testNode{name: "exgpu-2", labels: map[string]string{pool.KarpenterNodePoolLabel: "exgpu"}, conditions: bad})
-	createNode(t, testNode{name: "exgpu-3", labels: map[string]string{pool.KarpenterNodePoolLabel: "exgpu"}})
+	createNode(t, testNode{name: "exgpu-1", labels: map[string]string{karpenter.NodePoolLabel: "exgpu"}, conditions: bad})
+	createNode(t, testNode{name: "exgpu-2", labels: map[string]string{karpenter.NodePoolLabel: "exgpu"}, conditions: bad})
+	createNode(t, testNode{name: "exgpu-3", labels: map[string]string{karpenter.NodePoolLabel: "exgpu"}})
 
 	r := explainJSON(t, "explain", "nodepool/exgpu")
 	for _, want := range []string{

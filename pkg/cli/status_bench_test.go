@@ -14,6 +14,7 @@ import (
 	"nodemend.dev/nodemend/pkg/cli/fleet"
 	"nodemend.dev/nodemend/pkg/health"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/record"
@@ -27,7 +28,7 @@ func benchFleet(n int, now time.Time) []*corev1.Node {
 	for i := range n {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", i/65536, i/256%256, i%256),
-			Labels: map[string]string{pool.KarpenterNodePoolLabel: fmt.Sprintf("pool-%d", i%20), pool.ZoneLabel: fmt.Sprintf("us-east-1%c", 'a'+i%3),
+			Labels: map[string]string{karpenter.NodePoolLabel: fmt.Sprintf("pool-%d", i%20), pool.ZoneLabel: fmt.Sprintf("us-east-1%c", 'a'+i%3),
 				corev1.LabelInstanceTypeStable: "p5.48xlarge", corev1.LabelHostname: fmt.Sprintf("h%d", i)},
 			Annotations: map[string]string{},
 		}}

@@ -15,8 +15,8 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/fleet"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/gate"
-	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
@@ -26,7 +26,7 @@ import (
 func statusFleet(t *testing.T) {
 	now := time.Now()
 	np := func(p string) map[string]string {
-		return map[string]string{pool.KarpenterNodePoolLabel: p, "st": "yes"}
+		return map[string]string{karpenter.NodePoolLabel: p, "st": "yes"}
 	}
 	ok := func(name, p string) { createNode(t, testNode{name: name, labels: np(p)}) }
 	for _, n := range []string{"st-a-1", "st-a-2", "st-a-3", "st-a-4", "st-a-5", "st-a-6", "st-a-7", "st-a-8"} {

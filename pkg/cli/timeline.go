@@ -18,6 +18,7 @@ import (
 	"nodemend.dev/nodemend/pkg/cli/eventlog"
 	"nodemend.dev/nodemend/pkg/cli/timeline"
 	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/history"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/record"
@@ -151,7 +152,7 @@ func eventsAbout(ctx context.Context, c *Clients, kind, namespace, name string) 
 func ownerOf(node *corev1.Node, evs []eventlog.Event) (kind, namespace, name string) {
 	if node != nil {
 		for _, r := range node.OwnerReferences {
-			if r.Kind == "NodeClaim" && strings.HasPrefix(r.APIVersion, pool.KarpenterGroup+"/") {
+			if r.Kind == "NodeClaim" && strings.HasPrefix(r.APIVersion, karpenter.Group+"/") {
 				return "NodeClaim", "", r.Name
 			}
 		}
@@ -276,8 +277,8 @@ func replacementQuery(in timeline.Input, poolLabel, ownerKind, ownerName string)
 		if poolLabel != "" && n.Labels[poolLabel] != "" {
 			return poolLabel + "=" + n.Labels[poolLabel], after
 		}
-		if np := n.Labels[pool.KarpenterNodePoolLabel]; np != "" {
-			return pool.KarpenterNodePoolLabel + "=" + np, after
+		if np := n.Labels[karpenter.NodePoolLabel]; np != "" {
+			return karpenter.NodePoolLabel + "=" + np, after
 		}
 		return "", after
 	}
@@ -289,12 +290,12 @@ func replacementQuery(in timeline.Input, poolLabel, ownerKind, ownerName string)
 		case p.Kind == pool.KindLabel && p.Label != "":
 			return p.Label + "=" + p.Name, after
 		case p.Kind == "NodePool" && p.Name != "":
-			return pool.KarpenterNodePoolLabel + "=" + p.Name, after
+			return karpenter.NodePoolLabel + "=" + p.Name, after
 		}
 	}
 	if ownerKind == "NodeClaim" {
 		if i := strings.LastIndex(ownerName, "-"); i > 0 {
-			return pool.KarpenterNodePoolLabel + "=" + ownerName[:i], after
+			return karpenter.NodePoolLabel + "=" + ownerName[:i], after
 		}
 	}
 	return "", after

@@ -15,8 +15,8 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/cli/timeline"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/history"
-	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/record"
 )
 
@@ -95,7 +95,7 @@ func TestTimelineGoneNode(t *testing.T) {
 	controllerEvent(t, "Node", node, "NodeRepairHandedOver", "Drain", "drained in 1m0s; handing the node to the karpenter backend: deleting NodeClaim tlgpu-x7k2p", since.Add(16*time.Minute),
 		history.Record{Target: &history.Target{Backend: "karpenter", APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "tlgpu-x7k2p"}, Took: metav1.Duration{Duration: time.Minute}})
 	controllerEvent(t, "Node", node, "NodeRepairSucceeded", "Repair", "node gone 18m0s after it became unhealthy (AcceleratedHardwareReady)", since.Add(18*time.Minute))
-	rep := createNode(t, testNode{name: "tl-replacement", labels: map[string]string{pool.KarpenterNodePoolLabel: "tlgpu"},
+	rep := createNode(t, testNode{name: "tl-replacement", labels: map[string]string{karpenter.NodePoolLabel: "tlgpu"},
 		conditions: []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, time.Now().Add(40*time.Second))}})
 	_ = rep
 

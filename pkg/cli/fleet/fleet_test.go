@@ -12,6 +12,7 @@ import (
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -25,7 +26,7 @@ type nodeOpt func(*corev1.Node)
 func mkNode(name, np string, opts ...nodeOpt) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{}}}
 	if np != "" {
-		n.Labels[pool.KarpenterNodePoolLabel] = np
+		n.Labels[karpenter.NodePoolLabel] = np
 	}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	for _, o := range opts {

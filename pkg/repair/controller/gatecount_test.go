@@ -14,6 +14,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/testsupport/repairtest"
 	"nodemend.dev/nodemend/pkg/health"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/controller"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
@@ -40,7 +41,7 @@ func TestGateCountsFollowTheFleet(t *testing.T) {
 	addNode := func() {
 		seq++
 		name := fmt.Sprintf("gc-%d", seq)
-		opts := []repairtest.NodeOpt{repairtest.Labels(pool.KarpenterNodePoolLabel, pools[rng.IntN(len(pools))])}
+		opts := []repairtest.NodeOpt{repairtest.Labels(karpenter.NodePoolLabel, pools[rng.IntN(len(pools))])}
 		if z := zones[rng.IntN(len(zones))]; z != "" {
 			opts = append(opts, repairtest.Zone(z))
 		}
@@ -59,7 +60,7 @@ func TestGateCountsFollowTheFleet(t *testing.T) {
 			return
 		}
 		p := client.MergeFrom(n.DeepCopy())
-		n.Labels[pool.KarpenterNodePoolLabel] = pools[rng.IntN(len(pools))]
+		n.Labels[karpenter.NodePoolLabel] = pools[rng.IntN(len(pools))]
 		if z := zones[rng.IntN(len(zones))]; z != "" {
 			n.Labels[pool.ZoneLabel] = z
 		} else {
@@ -120,7 +121,7 @@ func TestGateCountsFollowTheFleet(t *testing.T) {
 	// A policy for np-b that counts only NetworkingReady: KernelReady faults
 	// of np-b stop counting, and the tallies must follow the new set.
 	h.policy("np-b-network-only", v1alpha1.NodeRepairPolicySpec{
-		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{pool.KarpenterNodePoolLabel: "np-b"}},
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{karpenter.NodePoolLabel: "np-b"}},
 		Rules:        []v1alpha1.RepairRule{{ConditionType: string(health.NetworkingReady), Status: corev1.ConditionFalse, Toleration: metav1.Duration{Duration: time.Hour}}},
 	})
 	churn(20)
@@ -130,7 +131,7 @@ func TestGateCountsFollowTheFleet(t *testing.T) {
 	if err := k8s.Get(h.ctx, client.ObjectKey{Name: "np-b-network-only"}, pol); err != nil {
 		t.Fatal(err)
 	}
-	pol.Spec.NodeSelector.MatchLabels[pool.KarpenterNodePoolLabel] = "np-c"
+	pol.Spec.NodeSelector.MatchLabels[karpenter.NodePoolLabel] = "np-c"
 	if err := k8s.Update(h.ctx, pol); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func (h *harness) countsDiffer(rec *controller.Reconciler, alive map[string]bool
 	}
 	perPool := map[string]int{}
 	for _, n := range list.Items {
-		perPool[n.Labels[pool.KarpenterNodePoolLabel]]++
+		perPool[n.Labels[karpenter.NodePoolLabel]]++
 	}
 	for _, n := range list.Items {
 		tallied, walked, synced, err := rec.GateCounts(h.ctx, n.Name)
@@ -170,7 +171,7 @@ func (h *harness) countsDiffer(rec *controller.Reconciler, alive map[string]bool
 		if tallied != walked {
 			return fmt.Sprintf("%s: the tallies count %+v, the walk %+v", n.Name, tallied, walked)
 		}
-		if want := perPool[n.Labels[pool.KarpenterNodePoolLabel]]; walked[0].Size != want {
+		if want := perPool[n.Labels[karpenter.NodePoolLabel]]; walked[0].Size != want {
 			return fmt.Sprintf("%s: pool size %d in the cache, %d on the API server", n.Name, walked[0].Size, want)
 		}
 	}

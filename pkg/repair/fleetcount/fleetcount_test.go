@@ -14,6 +14,7 @@ import (
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/backend/backends"
 	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/gate"
 	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
@@ -76,7 +77,7 @@ func randomNode(rng *rand.Rand, name string) *corev1.Node {
 	case 0:
 		n.Labels["pool"] = fmt.Sprint("p", rng.IntN(3))
 	case 1:
-		n.Labels[pool.KarpenterNodePoolLabel] = fmt.Sprint("np", rng.IntN(2))
+		n.Labels[karpenter.NodePoolLabel] = fmt.Sprint("np", rng.IntN(2))
 	case 2:
 		n.Annotations[clusterapi.MachineAnnotation] = fmt.Sprint("m", rng.IntN(4))
 		n.Annotations[clusterapi.ClusterNamespaceAnnotation] = "ns"

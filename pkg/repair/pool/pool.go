@@ -15,11 +15,6 @@ import (
 // Well-known labels and annotations of the engines. These are the engines'
 // public API; we read them, never write them.
 const (
-	// KarpenterNodePoolLabel names a Karpenter node's NodePool.
-	KarpenterNodePoolLabel = "karpenter.sh/nodepool"
-	// KarpenterGroup is the API group of NodePool and NodeClaim.
-	KarpenterGroup = "karpenter.sh"
-
 	// ZoneLabel is the node's topology zone, for the zone gate.
 	ZoneLabel = corev1.LabelTopologyZone
 )

@@ -11,7 +11,7 @@ import (
 
 	"nodemend.dev/nodemend/pkg/repair/backend"
 	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
-	"nodemend.dev/nodemend/pkg/repair/pool"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 )
 
 // The table's last backend owns every node, so Choose always finds one;
@@ -67,7 +67,7 @@ func TestWhatEachBackendProvides(t *testing.T) {
 		lookup  bool   // its pool depends on a watched object
 		watches []schema.GroupKind
 	}{
-		backend.Karpenter: {owns: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "k", Labels: map[string]string{pool.KarpenterNodePoolLabel: "gpu"}}},
+		backend.Karpenter: {owns: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "k", Labels: map[string]string{karpenter.NodePoolLabel: "gpu"}}},
 			engine: true, pool: "NodePool/gpu"},
 		backend.ClusterAPI: {owns: capi, engine: true, pool: "MachineSet/prod/workers-abc", lookup: true,
 			watches: []schema.GroupKind{{Group: clusterapi.Group, Kind: "Machine"}}},

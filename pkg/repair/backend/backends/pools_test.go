@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodemend.dev/nodemend/pkg/repair/backend/clusterapi"
+	"nodemend.dev/nodemend/pkg/repair/backend/karpenter"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
@@ -40,9 +41,9 @@ func TestPoolsOf(t *testing.T) {
 		object   bool
 	}{
 		{"plain node", Pools(""), nodeWith(nil, nil), lookup, "cluster", false},
-		{"karpenter", Pools(""), nodeWith(map[string]string{pool.KarpenterNodePoolLabel: "gpu"}, nil), lookup, "NodePool/gpu", true},
-		{"configured label wins", Pools("pool"), nodeWith(map[string]string{"pool": "a", pool.KarpenterNodePoolLabel: "gpu"}, nil), lookup, "label/pool=a", false},
-		{"configured label absent", Pools("pool"), nodeWith(map[string]string{pool.KarpenterNodePoolLabel: "gpu"}, nil), lookup, "NodePool/gpu", true},
+		{"karpenter", Pools(""), nodeWith(map[string]string{karpenter.NodePoolLabel: "gpu"}, nil), lookup, "NodePool/gpu", true},
+		{"configured label wins", Pools("pool"), nodeWith(map[string]string{"pool": "a", karpenter.NodePoolLabel: "gpu"}, nil), lookup, "label/pool=a", false},
+		{"configured label absent", Pools("pool"), nodeWith(map[string]string{karpenter.NodePoolLabel: "gpu"}, nil), lookup, "NodePool/gpu", true},
 		{"capi machine deployment", Pools(""), nodeWith(nil, with("m-1")), lookup, "MachineDeployment/prod/workers", true},
 		{"capi machine set", Pools(""), nodeWith(nil, with("m-2")), lookup, "MachineSet/prod/lonely-set", true},
 		{"capi other owner", Pools(""), nodeWith(nil, with("m-3")), lookup, "KubeadmControlPlane/prod/cp", true},

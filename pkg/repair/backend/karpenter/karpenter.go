@@ -20,6 +20,14 @@ import (
 	"nodemend.dev/nodemend/pkg/repair/pool"
 )
 
+// Karpenter's public API that nodemend reads (never writes).
+const (
+	// NodePoolLabel names a Karpenter node's NodePool.
+	NodePoolLabel = "karpenter.sh/nodepool"
+	// Group is the API group of NodePool and NodeClaim.
+	Group = "karpenter.sh"
+)
+
 // Backend resolves NodeClaims.
 type Backend struct {
 	// Reader reads NodeClaims (uncached: they are looked up once per repair).
@@ -36,17 +44,17 @@ func (Backend) Engine() bool { return true }
 // Karpenter has not registered yet has no owner reference).
 func (Backend) Owns(node *corev1.Node) bool {
 	for _, o := range node.OwnerReferences {
-		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == pool.KarpenterGroup && o.Kind == "NodeClaim" {
+		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == Group && o.Kind == "NodeClaim" {
 			return true
 		}
 	}
-	return node.Labels[pool.KarpenterNodePoolLabel] != ""
+	return node.Labels[NodePoolLabel] != ""
 }
 
 // PoolOf: a Karpenter node's pool is its NodePool, named by its label.
 func (Backend) PoolOf(node *corev1.Node, _ pool.MachineLookup) (pool.Pool, bool) {
-	if np := node.Labels[pool.KarpenterNodePoolLabel]; np != "" {
-		return pool.Pool{Group: pool.KarpenterGroup, Kind: "NodePool", Name: np}, true
+	if np := node.Labels[NodePoolLabel]; np != "" {
+		return pool.Pool{Group: Group, Kind: "NodePool", Name: np}, true
 	}
 	return pool.Pool{}, false
 }
@@ -64,7 +72,7 @@ func (Backend) Watches() []schema.GroupKind { return nil }
 func (b Backend) Resolve(ctx context.Context, n *corev1.Node) (backend.Target, error) {
 	for _, o := range n.OwnerReferences {
 		gv, err := schema.ParseGroupVersion(o.APIVersion)
-		if err != nil || gv.Group != pool.KarpenterGroup || o.Kind != "NodeClaim" {
+		if err != nil || gv.Group != Group || o.Kind != "NodeClaim" {
 			continue
 		}
 		return backend.Target{Backend: backend.Karpenter, APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID}, nil
@@ -72,7 +80,7 @@ func (b Backend) Resolve(ctx context.Context, n *corev1.Node) (backend.Target, e
 	// A node not yet registered by Karpenter has no owner reference. The
 	// list is rare (once per such repair) and uncached.
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(schema.GroupVersionKind{Group: pool.KarpenterGroup, Version: "v1", Kind: "NodeClaimList"})
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: "v1", Kind: "NodeClaimList"})
 	if err := b.Reader.List(ctx, list); err != nil {
 		return backend.Target{}, fmt.Errorf("listing NodeClaims: %w", err)
 	}
