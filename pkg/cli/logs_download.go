@@ -36,35 +36,37 @@ func bundlePath(dir, node, fileName string) (string, error) {
 // download fetches the bundle through the API server's node proxy (the
 // kubelet serves /var/log at /logs/).
 func (o *logsOptions) download(ctx context.Context, c *Clients, prog *Progress, node string, st *v1alpha1.CaptureStatus) (string, error) {
-	path, err := bundlePath(o.outputDir, node, st.FileName)
-	if err != nil {
-		return "", err
-	}
-	if o.flat {
-		// kubectl ekslogs' name; bundlePath checked the node name (a DNS
-		// subdomain: no separators, no "..").
-		path = filepath.Join(o.outputDir, node+"-logs.tar.gz")
-	}
-	prog.Update(node, "downloading", "%s (%s)", st.FileName, bytecount.Human(st.SizeBytes))
-	err = fetchNodeFile(ctx, c, node, st.FileName, st.SizeBytes, o.outputDir, path, func(done int64) {
-		prog.Tick(node, "downloading", "%s / %s", bytecount.Human(done), bytecount.Human(st.SizeBytes))
-	}, "use --upload-url")
-	return path, err
+	// kubectl ekslogs' name for the flat layout.
+	return o.fetch(ctx, c, prog, node, st.FileName, st.SizeBytes, node+"-logs.tar.gz", true)
 }
 
 // downloadGPUResult fetches dcgmi's JSON output, which the agent keeps on
 // the node beside the bundle, and saves it beside the bundle here too.
 func (o *logsOptions) downloadGPUResult(ctx context.Context, c *Clients, prog *Progress, node string, g *v1alpha1.GPUDiagnosticStatus) (string, error) {
-	path, err := bundlePath(o.outputDir, node, g.FileName)
+	// The flat name goes beside NODE-logs.tar.gz. A small file: no ticks.
+	return o.fetch(ctx, c, prog, node, g.FileName, g.SizeBytes, node+"-gpu-diagnostic.json", false)
+}
+
+// fetch saves the node's file fileName (size bytes, as the agent's status
+// says) under the output directory: NODE/fileName, or flatName with --flat.
+func (o *logsOptions) fetch(ctx context.Context, c *Clients, prog *Progress, node, fileName string, size int64, flatName string, ticks bool) (string, error) {
+	path, err := bundlePath(o.outputDir, node, fileName)
 	if err != nil {
 		return "", err
 	}
 	if o.flat {
-		// kubectl ekslogs-like flat name beside NODE-logs.tar.gz.
-		path = filepath.Join(o.outputDir, node+"-gpu-diagnostic.json")
+		// bundlePath checked the node name (a DNS subdomain: no
+		// separators, no "..").
+		path = filepath.Join(o.outputDir, flatName)
 	}
-	prog.Update(node, "downloading", "%s (%s)", g.FileName, bytecount.Human(g.SizeBytes))
-	return path, fetchNodeFile(ctx, c, node, g.FileName, g.SizeBytes, o.outputDir, path, func(int64) {}, "use --upload-url")
+	prog.Update(node, "downloading", "%s (%s)", fileName, bytecount.Human(size))
+	tick := func(int64) {}
+	if ticks {
+		tick = func(done int64) {
+			prog.Tick(node, "downloading", "%s / %s", bytecount.Human(done), bytecount.Human(size))
+		}
+	}
+	return path, fetchNodeFile(ctx, c, node, fileName, size, o.outputDir, path, tick, "use --upload-url")
 }
 
 // gpuNote says how the GPU diagnostic went, for the "saved" line.
