@@ -63,17 +63,8 @@ func TestDeadQuarantinedNodeReleasesItsVolume(t *testing.T) {
 		policy = "e2e-dead-node"
 		pool   = "e2e.nodemend.dev/dead-node-pool"
 	)
-	label := "e2e.nodemend.dev/" + policy
-	if err := cluster.Apply(ctx, `apiVersion: nodemend.dev/v1alpha1
-kind: NodeRepairPolicy
-metadata:
-  name: `+policy+`
-spec:
-  nodeSelector:
-    matchLabels: {`+label+`: "true"}
-  weight: 100
-  maxUnhealthy: "100%"
-  rules:
+	label := policyLabel(policy)
+	if err := cluster.Apply(ctx, ownPolicy(policy, `  rules:
   # The kubelet is gone: the node lifecycle controller's verdict.
   - {conditionType: Ready, status: Unknown, toleration: 5s}
   drain:
@@ -109,7 +100,7 @@ spec:
   storageClassName: ""
   claimRef: {namespace: `+deadNS+`, name: data-db-0}
   csi: {driver: `+deadDriver+`, volumeHandle: vol-e2e-dead-node}
-`); err != nil {
+`)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

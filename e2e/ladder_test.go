@@ -80,6 +80,28 @@ func TestRebootRungOnANodeNoEngineOwns(t *testing.T) {
 		taintedAt.Sub(t0).Round(100*time.Millisecond), rebooted.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
 }
 
+// policyLabel is the node label that a test's own policy named policy
+// selects.
+func policyLabel(policy string) string { return "e2e.nodemend.dev/" + policy }
+
+// ownPolicy is a NodeRepairPolicy named policy for the nodes labelled
+// policyLabel(policy), weighted over the defaults, with spec (its YAML
+// lines, indented two spaces) after the selector. Its nodes are a pool of
+// their own, which the gate would hold at one sick node of one: its
+// maxUnhealthy is 100%.
+func ownPolicy(policy, spec string) string {
+	return `apiVersion: nodemend.dev/v1alpha1
+kind: NodeRepairPolicy
+metadata:
+  name: ` + policy + `
+spec:
+  nodeSelector:
+    matchLabels: {` + policyLabel(policy) + `: "true"}
+  weight: 100
+  maxUnhealthy: "100%"
+` + spec
+}
+
 // plainNode creates a node no engine owns, with labels, under a policy of
 // its own named policy that repairs condition False after 5 s with ladder
 // (YAML lines of the policy's spec; none: the default ladder). It returns
@@ -87,23 +109,13 @@ func TestRebootRungOnANodeNoEngineOwns(t *testing.T) {
 // the boot ID it reports.
 func plainNode(ctx context.Context, t *testing.T, node, policy string, condition corev1.NodeConditionType, labels map[string]string, ladder string) (*sim.Host, string) {
 	t.Helper()
-	label := "e2e.nodemend.dev/" + policy
-	if err := cluster.Apply(ctx, `apiVersion: nodemend.dev/v1alpha1
-kind: NodeRepairPolicy
-metadata:
-  name: `+policy+`
-spec:
-  nodeSelector:
-    matchLabels: {`+label+`: "true"}
-  weight: 100
-  # The node is a pool of its own: the gate would hold one sick node of one.
-  maxUnhealthy: "100%"
-  rules:
+	label := policyLabel(policy)
+	if err := cluster.Apply(ctx, ownPolicy(policy, `  rules:
   - {conditionType: `+string(condition)+`, status: "False", toleration: 5s}
   drain:
     mode: Evict
     deadline: 30s`+ladder+`
-`); err != nil {
+`)); err != nil {
 		t.Fatal(err)
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
