@@ -194,6 +194,12 @@ func (p RemediationPhase) Finished() bool {
 // agent with the default bound could ever start it.
 const DefaultMaxClockSkew = 30 * time.Second
 
+// DefaultAgentHeartbeat is how often an agent rewrites its conditions when
+// nothing changed (its exporter.heartbeat, by default): the controller
+// takes an agent whose last heartbeat is much older for gone, so its floor
+// for that bound (pkg/repair/ladder.MinAgentSilence) is built on it.
+const DefaultAgentHeartbeat = 5 * time.Minute
+
 // OrderActWindow is how long, at least, an agent with the default skew
 // bound has to start an order after its creation.
 const OrderActWindow = 20 * time.Second

@@ -88,10 +88,9 @@ func TestRunRefusesAnAgentSilenceBelowTheFloor(t *testing.T) {
 // default heartbeats with the clock skew allowed between node and control
 // plane; the default waits out at least two missed heartbeats.
 func TestAgentSilenceFloorCoversTheAgentsHeartbeat(t *testing.T) {
-	// The agent's default exporter.heartbeat (docs/agent-config.md). Not
-	// read from pkg/agent/config: that links the agent's monitors, NVML
-	// among them, into this test binary.
-	const hb = 5 * time.Minute
+	// The agent's default exporter.heartbeat (pkg/agent/config and the
+	// exporter take it from the same constant).
+	const hb = v1alpha1.DefaultAgentHeartbeat
 	if min := hb + v1alpha1.DefaultMaxClockSkew; ladder.MinAgentSilence <= min {
 		t.Errorf("floor %v is not above the agent's default heartbeat and the clock skew (%v)", ladder.MinAgentSilence, min)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/detection"
 	"nodemend.dev/nodemend/pkg/health"
 )
@@ -108,7 +109,7 @@ func Default() Config {
 			Kmsg:    KmsgSource{Enabled: &on, Lookback: detection.Duration{Duration: 10 * time.Minute}},
 			Journal: JournalSource{Mode: JournalCtl, Directory: "/var/log/journal", File: "/var/log/nodemend/journal.jsonl", Command: "journalctl"},
 		},
-		Exporter: ExporterConfig{Heartbeat: detection.Duration{Duration: 5 * time.Minute}, Coalesce: detection.Duration{Duration: 5 * time.Millisecond}},
+		Exporter: ExporterConfig{Heartbeat: detection.Duration{Duration: v1alpha1.DefaultAgentHeartbeat}, Coalesce: detection.Duration{Duration: 5 * time.Millisecond}},
 	}
 }
 

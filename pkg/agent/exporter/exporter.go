@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/internal/backoff"
 	"nodemend.dev/nodemend/internal/coreclient"
 	"nodemend.dev/nodemend/pkg/agent/metrics"
@@ -77,7 +78,7 @@ func New(opts Options) *Exporter {
 		opts.Coalesce = 5 * time.Millisecond
 	}
 	if opts.Heartbeat <= 0 {
-		opts.Heartbeat = 5 * time.Minute
+		opts.Heartbeat = v1alpha1.DefaultAgentHeartbeat
 	}
 	if opts.WarningRenotify <= 0 {
 		opts.WarningRenotify = time.Hour

@@ -26,7 +26,7 @@ import (
 const DefaultAgentSilence = 15 * time.Minute
 
 // MinAgentSilence is the shortest bound the controller accepts: one of the
-// agent's default heartbeats (5 minutes), plus the clock skew allowed
+// agent's default heartbeats (v1alpha1.DefaultAgentHeartbeat, 5 minutes), plus the clock skew allowed
 // between a node and the control plane (v1alpha1.DefaultMaxClockSkew, 30
 // seconds: the agent stamps lastHeartbeatTime with its own clock), plus 30
 // seconds for the write itself to land (the exporter's retries reach the
@@ -36,7 +36,7 @@ const DefaultAgentSilence = 15 * time.Minute
 // Reboot is skipped for a Quarantine or a Replace — a bigger act than the
 // fault asked for. An agent configured with a longer exporter.heartbeat
 // needs a bound of about three of its heartbeats (docs/repair.md).
-const MinAgentSilence = 5*time.Minute + v1alpha1.DefaultMaxClockSkew + 30*time.Second
+const MinAgentSilence = v1alpha1.DefaultAgentHeartbeat + v1alpha1.DefaultMaxClockSkew + 30*time.Second
 
 // AgentExecuted reports a rung that the node's own agent carries out
 // (pkg/rungs).
