@@ -21,6 +21,9 @@ type AgentQuietPeriods struct {
 	Known     bool
 	Overrides map[string]time.Duration
 	From      string
+	// SetBy names, by reason, the entry of the agents' reasons section that
+	// set its override (its own name or a family's), for the messages.
+	SetBy map[string]string
 	// Unknown says why the agents' configuration is not known (a systemd
 	// agent reads its own file, the ConfigMap was not found or not
 	// readable): such an agent may have shortened any quiet period down to
@@ -41,6 +44,15 @@ func (a AgentQuietPeriods) quietPeriod(r health.Reason) (time.Duration, bool) {
 		return d, true
 	}
 	return r.QuietPeriod, false
+}
+
+// setBy says where the override of reason was set, for an operator who
+// must find it: the entry and the file.
+func (a AgentQuietPeriods) setBy(reason string) string {
+	if entry, ok := a.SetBy[reason]; ok {
+		return fmt.Sprintf("reasons.%s.quietPeriod in %s", entry, a.From)
+	}
+	return a.From
 }
 
 // logDerived are the Fatal log-derived reasons of condition t that a rule
@@ -80,7 +92,7 @@ func checkQuietPeriods(r Rule, agents AgentQuietPeriods) (warning string, err er
 		if r.Toleration >= q {
 			whose := fmt.Sprintf("the registry's quiet period %v", q)
 			if overridden {
-				whose = fmt.Sprintf("the quiet period %v the agents' configuration (%s) gives it", q, agents.From)
+				whose = fmt.Sprintf("the quiet period %v the agents' configuration (%s) gives it", q, agents.setBy(reason.Name))
 			}
 			return "", fmt.Errorf("rule on %s=False: toleration %v is not shorter than %s of %s, a log-derived reason it acts on: "+
 				"the condition recovers before the toleration ends and that fault is never repaired; shorten the toleration below %v, "+
