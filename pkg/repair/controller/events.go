@@ -104,7 +104,7 @@ func (r *Reconciler) due(ev event) bool {
 // and notes quote error messages and policies.
 func (r *Reconciler) send(ev event) {
 	note := health.BoundMessage(ev.note)
-	if ev.reason == history.Blocked && r.events != nil {
+	if (ev.reason == history.Blocked || ev.reason == history.InvalidPolicy) && r.events != nil {
 		r.sendOwn(ev, note)
 		return
 	}
@@ -115,8 +115,10 @@ func (r *Reconciler) send(ev event) {
 // (client-go tools/events), which folds an event into the series of an
 // earlier one with the same type, reason, action and objects for six
 // minutes whatever its note says: a node blocked by its pool and then by the
-// pause kept only the pool's message. A blocked state is emitted once
-// (dedupe), so each one is worth its own Event. It is written as the
+// pause kept only the pool's message, and a policy's problem that changed
+// with the agents' configuration kept only the first. A blocked state and
+// a policy's problem are each emitted once (dedupe), so each one is worth
+// its own Event. It is written as the
 // library writes (reported by nodemend-repair from this host, in the
 // default namespace for a cluster-scoped object), in the background with
 // the manager's clients, which hold it through an API outage.
