@@ -46,6 +46,7 @@ type flags struct {
 	replaceUnowned     bool
 	poolLabel          string
 	pauseConfigMap     string
+	agentConfig        string
 	recheckInterval    time.Duration
 	drainPollInterval  time.Duration
 	terminationTimeout time.Duration
@@ -87,7 +88,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
-	fl.StringVar(&f.namespace, "namespace", defaultNamespace(), "namespace of the leader election Lease and the pause ConfigMap ($POD_NAMESPACE when set)")
+	fl.StringVar(&f.namespace, "namespace", defaultNamespace(), "namespace of the leader election Lease, the pause ConfigMap and the agents' ConfigMap ($POD_NAMESPACE when set)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so that only one replica repairs; turn off only for a single replica")
 	fl.StringVar(&f.leaderElectionID, "leader-election-id", "nodemend-controller", "name of the leader election Lease")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables")
@@ -98,6 +99,7 @@ is on by default. Every knob is documented in docs/repair.md.`,
 	fl.StringVar(&f.backend, "backend", "", fmt.Sprintf("use this backend for every node (%v) instead of choosing by what owns the node", backends.Names()))
 	fl.StringVar(&f.poolLabel, "pool-label", "", "node label whose value defines pools for the safety gate, before Karpenter NodePools and Cluster API MachineDeployments")
 	fl.StringVar(&f.pauseConfigMap, "pause-configmap", "nodemend-pause", "name of the ConfigMap (in --namespace) whose existence pauses all repairs; its data.reason says why")
+	fl.StringVar(&f.agentConfig, "agent-config", "nodemend-agent-config", "name of the agents' ConfigMap (in --namespace; their config file under the key agent.yaml, as the chart deploys it): NodeRepairPolicies are judged against the quiet periods it sets; empty: unknown (agents configured outside the chart), and policies an agent's override could defeat are warned")
 	fl.DurationVar(&f.recheckInterval, "recheck-interval", 5*time.Minute, "how often a blocked repair is reconsidered")
 	fl.DurationVar(&f.drainPollInterval, "drain-poll-interval", 10*time.Second, "how often a drain pass runs while pods remain")
 	fl.DurationVar(&f.terminationTimeout, "termination-timeout", 30*time.Minute, "how long a node may outlive its hand-over to the backend before the repair is reported failed")
@@ -155,6 +157,7 @@ func run(ctx context.Context, f flags) error {
 		Clock:                   clock.RealClock{},
 		Namespace:               f.namespace,
 		PauseConfigMap:          f.pauseConfigMap,
+		AgentConfig:             f.agentConfig,
 		DryRun:                  f.dryRun,
 		PoolLabel:               f.poolLabel,
 		Backend:                 f.backend,

@@ -47,6 +47,7 @@ func TestFlagDefaults(t *testing.T) {
 	fl := newCommand().Flags()
 	want := map[string]string{
 		"leader-elect": "true", "namespace": "nodemend-system", "pause-configmap": "nodemend-pause",
+		"agent-config":     "nodemend-agent-config", // the agents' ConfigMap the chart deploys
 		"recheck-interval": "5m0s", "dry-run": "false", "backend": "",
 		"pprof-bind-address": "0",  // profiles only when a person asks for them
 		"kube-api-qps":       "-1", // no client-side limit: Priority and Fairness (docs/repair.md)

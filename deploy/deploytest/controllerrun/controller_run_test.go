@@ -80,6 +80,10 @@ func TestControllerRepairsWithOnlyItsServiceAccount(t *testing.T) {
 	defer cancel()
 	if _, err := controller.Setup(runCtx, mgr, controller.Options{
 		Clock: clock.RealClock{}, Namespace: deploytest.Namespace, PauseConfigMap: "nodemend-pause", PoolLabel: poolLabel,
+		// The agents' ConfigMap the chart deploys, as the chart's
+		// Deployment names it: listed and watched by name under the
+		// chart's RBAC.
+		AgentConfig:       "nodemend-agent-config",
 		DrainPollInterval: 200 * time.Millisecond, Registerer: prometheus.NewRegistry(), SkipNameValidation: true,
 		// The whole path through the node lane, deletion included: the
 		// default ladder of an unowned node (Reboot, Quarantine) stops
@@ -130,6 +134,9 @@ func TestControllerRepairsWithOnlyItsServiceAccount(t *testing.T) {
 		}
 		return false
 	})
+	if !strings.Contains(logs.String(), `"msg"="read the agents' quiet periods" "from"="ConfigMap `+deploytest.Namespace+`/nodemend-agent-config"`) {
+		t.Errorf("the controller did not read the chart's agent ConfigMap")
+	}
 	for i := 1; i < 5; i++ {
 		if _, err := admin.CoreV1().Nodes().Get(ctx, fmt.Sprintf("repair-%d", i), metav1.GetOptions{}); err != nil {
 			t.Errorf("repair-%d: %v", i, err)

@@ -90,6 +90,11 @@ type Options struct {
 	// ConfigMap exists, nothing is repaired; data.reason says why.
 	Namespace      string
 	PauseConfigMap string
+	// AgentConfig names the agents' ConfigMap in Namespace (their config
+	// file under policy.AgentConfigKey): the quiet periods the policies are
+	// judged against (docs/repair.md). Empty: unknown, and policies that an
+	// agent's override could defeat are warned.
+	AgentConfig string
 	// DryRun logs and emits NodeRepairWouldStart instead of repairing, and
 	// writes nothing at all.
 	DryRun bool
@@ -209,6 +214,8 @@ type Reconciler struct {
 	// policySet is the last compiled policy set, reused while the
 	// policies are unchanged: the tallies are valid for one set.
 	policySet policySet
+	// agents is what is known of the agents' quiet periods (agentconfig.go).
+	agents *agentConfig
 
 	mu sync.Mutex
 	// inflight are repairs seen in progress, so that the node's
@@ -283,6 +290,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 	if r.etcd == nil {
 		r.etcd = APIServerEtcdHealth{REST: cs.Discovery().RESTClient()}
 	}
+	r.agents = newAgentConfig(cs, opts.Namespace, opts.AgentConfig, r.log.WithName("agent-config"), func(ctx context.Context) []reconcile.Request {
+		return r.allNodes(ctx, nil)
+	})
 	r.backends = backends.Table(backends.Deps{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper()})
 	if opts.Registerer != nil {
 		r.metrics = metrics.New(opts.Registerer, fleetView{r: r, ctx: ctx})
@@ -338,6 +348,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Reconciler,
 				return o.GetNamespace() == opts.Namespace && o.GetName() == opts.PauseConfigMap
 			}))).
 		WatchesRawSource(source.Func(r.startQueue)).
+		WatchesRawSource(r.agents).
 		Watches(&corev1.Pod{}, handler.Funcs{}).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(agentEventNode)).
 		WithOptions(controller.Options{

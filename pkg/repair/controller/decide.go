@@ -292,7 +292,8 @@ func (r *Reconciler) policies(ctx context.Context, report bool) (*policy.Set, er
 	if err := r.client.List(ctx, list); err != nil {
 		return nil, err
 	}
-	set, problems := r.policySet.compile(list.Items)
+	agents, key := r.agents.current()
+	set, problems := r.policySet.compile(list.Items, agents, key)
 	if !report {
 		return set, nil
 	}
@@ -315,7 +316,8 @@ func (r *Reconciler) policies(ctx context.Context, report bool) (*policy.Set, er
 }
 
 // policySet keeps the last compiled policy set with what it was compiled
-// from (each policy's UID and resourceVersion).
+// from (each policy's UID and resourceVersion, and the state of the agents'
+// configuration).
 type policySet struct {
 	mu       sync.Mutex
 	from     []string
@@ -323,18 +325,19 @@ type policySet struct {
 	problems []policy.Problem
 }
 
-func (c *policySet) compile(objs []v1alpha1.NodeRepairPolicy) (*policy.Set, []policy.Problem) {
-	from := make([]string, len(objs))
+func (c *policySet) compile(objs []v1alpha1.NodeRepairPolicy, agents policy.AgentQuietPeriods, agentsKey string) (*policy.Set, []policy.Problem) {
+	from := make([]string, len(objs), len(objs)+1)
 	for i := range objs {
 		from[i] = string(objs[i].UID) + "/" + objs[i].ResourceVersion
 	}
 	slices.Sort(from)
+	from = append(from, "agents "+agentsKey)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.set != nil && slices.Equal(from, c.from) {
 		return c.set, c.problems
 	}
-	c.set, c.problems = policy.NewSet(objs)
+	c.set, c.problems = policy.NewSetWith(objs, agents)
 	c.from = from
 	return c.set, c.problems
 }

@@ -6,7 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/gate"
+	"nodemend.dev/nodemend/pkg/repair/policy"
 	"nodemend.dev/nodemend/pkg/repair/pool"
 	"nodemend.dev/nodemend/pkg/repair/record"
 )
@@ -65,3 +67,15 @@ func (r *Reconciler) TerminateStale(ctx context.Context, node *corev1.Node) erro
 // Backlog is the breaker's backlog of the group key (a pool's key, or
 // "zone/" and the zone), oldest first.
 func (r *Reconciler) Backlog(key string) []string { return r.breaker.Backlog(key) }
+
+// PolicyProblems compiles the policies as a reconcile does, against what
+// is known of the agents' quiet periods now.
+func (r *Reconciler) PolicyProblems(ctx context.Context) ([]policy.Problem, error) {
+	list := &v1alpha1.NodeRepairPolicyList{}
+	if err := r.client.List(ctx, list); err != nil {
+		return nil, err
+	}
+	agents, key := r.agents.current()
+	_, problems := r.policySet.compile(list.Items, agents, key)
+	return problems, nil
+}
