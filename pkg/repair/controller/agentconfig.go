@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,6 +118,10 @@ func (a *agentConfig) current() (policy.AgentQuietPeriods, string) {
 	return a.agents, a.key
 }
 
+// keyUnreadable starts the key of a ConfigMap the informer could not list
+// (before it synced), followed by the error.
+const keyUnreadable = "unreadable/"
+
 // readKey says which state the ConfigMap is in (its resourceVersion when
 // read), and returns it when there is one.
 func (a *agentConfig) readKey() (string, *corev1.ConfigMap) {
@@ -124,7 +129,7 @@ func (a *agentConfig) readKey() (string, *corev1.ConfigMap) {
 	case a.informer == nil:
 		return "unnamed", nil
 	case !a.informer.HasSynced() && a.listErr != nil:
-		return "unreadable/" + a.listErr.Error(), nil
+		return keyUnreadable + a.listErr.Error(), nil
 	case !a.informer.HasSynced():
 		return "unread", nil
 	}
@@ -148,8 +153,8 @@ func (a *agentConfig) read(key string, cm *corev1.ConfigMap) policy.AgentQuietPe
 		return unknown("no agents' ConfigMap is named (--agent-config is empty): agents configured outside the chart, such as systemd agents reading their own file, are not seen; set --agent-config, as the chart does")
 	case key == "unread":
 		return unknown("%s not read yet", where)
-	case cm == nil && a.listErr != nil:
-		return unknown("%s cannot be read: %v", where, a.listErr)
+	case strings.HasPrefix(key, keyUnreadable):
+		return unknown("%s cannot be read: %s", where, strings.TrimPrefix(key, keyUnreadable))
 	case cm == nil:
 		return unknown("%s not found: the agents read their configuration elsewhere (a systemd agent reads its own file), or it was deleted", where)
 	}

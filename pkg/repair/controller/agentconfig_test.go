@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
@@ -115,4 +118,21 @@ func TestMissingOrInvalidAgentConfigWarns(t *testing.T) {
 	h.waitEvent("quiet-missing", "NodeRepairPolicyInvalid", "agent.yaml is not a config the agents accept")
 	h.advanceTo(h.t0.Add(20 * time.Minute))
 	h.waitEvent("qm-1", "NodeRepairStarted", "toleration 20m0s, policy quiet-missing")
+}
+
+// A ConfigMap the controller may not list (its RBAC does not name it) does
+// not hold the controller's start: the quiet periods are unknown, and the
+// reason says so.
+func TestUnreadableAgentConfigIsUnknown(t *testing.T) {
+	h := newHarness(t)
+	cfg := rest.CopyConfig(restCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+	agents, err := controller.ReadAgentQuietPeriods(h.ctx, kubernetes.NewForConfigOrDie(cfg), h.ns, agentConfigMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ConfigMap " + h.ns + "/" + agentConfigMap + " cannot be read: "
+	if agents.Known || !strings.Contains(agents.Unknown, want) || !strings.Contains(agents.Unknown, "forbidden") {
+		t.Errorf("%+v, want unknown saying %q ... forbidden", agents, want)
+	}
 }

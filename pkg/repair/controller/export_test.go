@@ -3,8 +3,12 @@ package controller
 import (
 	"context"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"nodemend.dev/nodemend/api/v1alpha1"
 	"nodemend.dev/nodemend/pkg/repair/gate"
@@ -78,4 +82,23 @@ func (r *Reconciler) PolicyProblems(ctx context.Context) ([]policy.Problem, erro
 	agents, key := r.agents.current()
 	_, problems := r.policySet.compile(list.Items, agents, key)
 	return problems, nil
+}
+
+// ReadAgentQuietPeriods runs the watch of the agents' ConfigMap alone, with
+// cs's credentials, until it has read the ConfigMap or failed to list it,
+// and returns what it knows then.
+func ReadAgentQuietPeriods(ctx context.Context, cs kubernetes.Interface, ns, name string) (policy.AgentQuietPeriods, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a := newAgentConfig(cs, ns, name, logr.Discard(), func(context.Context) []reconcile.Request { return nil })
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := a.Start(ctx, q); err != nil {
+		return policy.AgentQuietPeriods{}, err
+	}
+	if err := a.WaitForSync(ctx); err != nil {
+		return policy.AgentQuietPeriods{}, err
+	}
+	agents, _ := a.current()
+	return agents, nil
 }
