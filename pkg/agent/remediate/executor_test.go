@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,10 +316,18 @@ func TestOneRebootPerBoot(t *testing.T) {
 	if n := h.reboots.Load(); n != 1 {
 		t.Errorf("%d reboots, want 1", n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(events) != 2 || !strings.HasPrefix(events[0], "Warning "+ReasonDuplicate+" NodeRemediation dup-2 refused: duplicate:") {
-		t.Errorf("events %q, want two %s", events, ReasonDuplicate)
+	// The executor sends the event after it writes the phase the test
+	// waited for: wait for the second one too.
+	recorded := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(events)
+	}
+	_ = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return len(recorded()) >= 2, nil
+	})
+	if got := recorded(); len(got) != 2 || !strings.HasPrefix(got[0], "Warning "+ReasonDuplicate+" NodeRemediation dup-2 refused: duplicate:") {
+		t.Errorf("events %q, want two %s", got, ReasonDuplicate)
 	}
 	data, err := os.ReadFile(filepath.Join(h.root, LedgerFile))
 	if err != nil || !strings.HasPrefix(string(data), "boot-1 dup-1 ") {
