@@ -84,6 +84,10 @@ type Options struct {
 	LeastPrivilege bool
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
+	// BinDir holds nodemend's own binaries as `make build` lays them out
+	// (nodemend-agent, nodemend-controller, sim/fake-nvidia-smi); empty is
+	// the repository's bin/. Relative to the repository's root.
+	BinDir string
 }
 
 // Sim is a running simulation.
@@ -346,9 +350,10 @@ func findBinaries(opts Options) (binaries, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		os.Setenv("KUBEBUILDER_ASSETS", b.kube) // testenv.Start reads it
 	}
-	b.agent = filepath.Join(root, "bin", "nodemend-agent")
-	b.controller = filepath.Join(root, "bin", "nodemend-controller")
-	b.nvidiaSMI = filepath.Join(root, "bin", "sim", "fake-nvidia-smi")
+	bin := BinDir(root, opts.BinDir)
+	b.agent = filepath.Join(bin, "nodemend-agent")
+	b.controller = filepath.Join(bin, "nodemend-controller")
+	b.nvidiaSMI = filepath.Join(bin, "sim", "fake-nvidia-smi")
 	var missing []string
 	for _, f := range []string{b.agent, b.controller, b.nvidiaSMI} {
 		if _, err := os.Stat(f); err != nil {
@@ -356,9 +361,21 @@ func findBinaries(opts Options) (binaries, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return b, fmt.Errorf("%s not built: run `make build`", strings.Join(missing, ", "))
+		return b, fmt.Errorf("%s not built: `make build` builds them into bin/, `hack/demo.sh --build` into bin/demo", strings.Join(missing, ", "))
 	}
 	return b, nil
+}
+
+// BinDir is where nodemend's own binaries are for a repository at root:
+// dir (relative to root unless absolute), or root's bin/ when dir is empty.
+func BinDir(root, dir string) string {
+	switch {
+	case dir == "":
+		return filepath.Join(root, "bin")
+	case filepath.IsAbs(dir):
+		return dir
+	}
+	return filepath.Join(root, dir)
 }
 
 // logTail is the last n lines of a log file.

@@ -41,20 +41,22 @@ const (
 func main() {
 	work := flag.String("work", "_output/demo", "state directory (logs, simulated hosts, bundles)")
 	timeout := flag.Duration("timeout", 8*time.Minute, "give up after this long")
+	bin := flag.String("bin", "bin", "nodemend's binaries (nodemend-agent, nodemend-controller, kubectl-mend, sim/fake-nvidia-smi), relative to the repository")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := run(ctx, *work); err != nil {
+	if err := run(ctx, *work, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
 		fmt.Fprintf(os.Stderr, "logs of every component: %s\n", filepath.Join(*work, "logs"))
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, work string) error {
+func run(ctx context.Context, work, binDir string) error {
 	root := testenv.RepoRoot()
+	bin := sim.BinDir(root, binDir)
 	if !filepath.IsAbs(work) {
 		work = filepath.Join(root, work)
 	}
@@ -63,7 +65,7 @@ func run(ctx context.Context, work string) error {
 	s, err := sim.Start(ctx, sim.Options{
 		Dir: work, Karpenter: true, Controllers: 2, Agents: true, LeastPrivilege: true,
 		ControllerArgs: []string{"--drain-poll-interval", "1s", "--recheck-interval", "10s"},
-		Logf:           say,
+		Logf:           say, BinDir: bin,
 	})
 	if err != nil {
 		return err
@@ -129,7 +131,7 @@ func run(ctx context.Context, work string) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		bundle = fetchBundle(ctx, root, s.Kubeconfig, sick, filepath.Join(work, "bundles"))
+		bundle = fetchBundle(ctx, root, bin, s.Kubeconfig, sick, filepath.Join(work, "bundles"))
 	}()
 	for _, m := range sim.RepairMilestones {
 		if _, err := j.Wait(ctx, m); err != nil {
@@ -146,17 +148,17 @@ func run(ctx context.Context, work string) error {
 	printSummary(j, bundle)
 	say("the same story, as an operator gets it afterwards from the API (the node is gone; events remain):")
 	fmt.Println()
-	if err := mend(ctx, root, s.Kubeconfig, "timeline", sick); err != nil {
+	if err := mend(ctx, bin, s.Kubeconfig, "timeline", sick); err != nil {
 		return err
 	}
 	fmt.Println()
-	return mend(ctx, root, s.Kubeconfig, "status")
+	return mend(ctx, bin, s.Kubeconfig, "status")
 }
 
 // mend runs a kubectl mend command, its output on ours.
-func mend(ctx context.Context, root, kubeconfig string, args ...string) error {
+func mend(ctx context.Context, bin, kubeconfig string, args ...string) error {
 	fmt.Printf("$ kubectl mend %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-mend"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-mend"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kubectl mend %s: %w", strings.Join(args, " "), err)
@@ -171,12 +173,12 @@ type bundleResult struct {
 }
 
 // fetchBundle runs `kubectl mend logs NODE` as a user would.
-func fetchBundle(ctx context.Context, root, kubeconfig, node, dir string) bundleResult {
+func fetchBundle(ctx context.Context, root, bin, kubeconfig, node, dir string) bundleResult {
 	start := time.Now()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return bundleResult{err: err}
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-mend"), "--kubeconfig", kubeconfig, "logs", node, "-o", dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-mend"), "--kubeconfig", kubeconfig, "logs", node, "-o", dir)
 	out, err := cmd.CombinedOutput()
 	r := bundleResult{took: time.Since(start)}
 	if err != nil {
