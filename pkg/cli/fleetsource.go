@@ -57,7 +57,11 @@ func loadFleet(ctx context.Context, c *Clients, flags controllerFlags) (*fleetSt
 	case err != nil:
 		return nil, Explain(err, "listing noderepairpolicies.nodemend.dev")
 	}
-	f.policies, f.problems, err = compilePolicies(pols.Items)
+	agents, warning := readAgentQuietPeriods(ctx, c, flags)
+	if warning != "" {
+		f.warnings = append(f.warnings, warning)
+	}
+	f.policies, f.problems, err = compilePolicies(pols.Items, agents)
 	if err != nil {
 		return nil, err
 	}
@@ -80,15 +84,36 @@ func loadFleet(ctx context.Context, c *Clients, flags controllerFlags) (*fleetSt
 	return f, nil
 }
 
-func compilePolicies(items []unstructured.Unstructured) (*policy.Set, []policy.Problem, error) {
+func compilePolicies(items []unstructured.Unstructured, agents policy.AgentQuietPeriods) (*policy.Set, []policy.Problem, error) {
 	typed := make([]v1alpha1.NodeRepairPolicy, len(items))
 	for i := range items {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(items[i].Object, &typed[i]); err != nil {
 			return nil, nil, fmt.Errorf("reading NodeRepairPolicy %s: %w", items[i].GetName(), err)
 		}
 	}
-	set, problems := policy.NewSet(typed)
+	set, problems := policy.NewSetWith(typed, agents)
 	return set, problems, nil
+}
+
+// readAgentQuietPeriods reads the agents' quiet periods as the controller
+// does (its --agent-config), so that a policy an agent's override defeats
+// shows as ignored here too. A ConfigMap that is not there leaves them
+// unknown, as for the controller; one this user may not read is unknown
+// too, and the warning says so: the controller may know more.
+func readAgentQuietPeriods(ctx context.Context, c *Clients, flags controllerFlags) (policy.AgentQuietPeriods, string) {
+	if flags.agentConfig == "" {
+		return policy.AgentQuietPeriods{Unknown: "no agents' ConfigMap named (--agent-config is empty)"}, ""
+	}
+	cm, err := c.Core.CoreV1().ConfigMaps(flags.namespace).Get(ctx, flags.agentConfig, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return policy.AgentQuietPeriods{Unknown: fmt.Sprintf("ConfigMap %s/%s not found", flags.namespace, flags.agentConfig)}, ""
+	case err != nil:
+		why := fmt.Sprintf("cannot read the agents' quiet periods (ConfigMap %s/%s): %v; policies are judged by the registry's, and one an agent's override defeats may show as acting", flags.namespace, flags.agentConfig, apierrors.ReasonForError(err))
+		return policy.AgentQuietPeriods{Unknown: why}, why
+	}
+	agents := policy.FromAgentConfigMap(cm)
+	return agents, agents.Unknown
 }
 
 // readPause reads the pause switch as the controller does: the ConfigMap's

@@ -100,6 +100,12 @@ func (o *statusOptions) watchLoop(ctx context.Context, c *Clients, s Streams, vi
 		return fmt.Errorf("watching the fleet: caches did not sync")
 	}
 
+	// Read once, not watched: the agents' config changes rarely, and a
+	// watch would hold one more informer for it.
+	agents, warning := readAgentQuietPeriods(ctx, c, o.controller)
+	if warning != "" {
+		fmt.Fprintln(s.Err, termsafe.String("warning: "+warning))
+	}
 	snapshot := func() (*fleetState, error) {
 		f := &fleetState{}
 		for _, obj := range nodes.GetStore().List() {
@@ -116,7 +122,7 @@ func (o *statusOptions) watchLoop(ctx context.Context, c *Clients, s Streams, vi
 			}
 		}
 		var err error
-		if f.policies, f.problems, err = compilePolicies(items); err != nil {
+		if f.policies, f.problems, err = compilePolicies(items, agents); err != nil {
 			return nil, err
 		}
 		if pause != nil {

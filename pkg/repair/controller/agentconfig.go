@@ -158,13 +158,5 @@ func (a *agentConfig) read(key string, cm *corev1.ConfigMap) policy.AgentQuietPe
 	case cm == nil:
 		return unknown("%s not found: the agents read their configuration elsewhere (a systemd agent reads its own file), or it was deleted", where)
 	}
-	data, ok := cm.Data[policy.AgentConfigKey]
-	if !ok {
-		return unknown("%s has no %s, the agents' config file", where, policy.AgentConfigKey)
-	}
-	agents, err := policy.ParseAgentQuietPeriods([]byte(data), where)
-	if err != nil {
-		return unknown("%s: %s is not a config the agents accept: %v", where, policy.AgentConfigKey, err)
-	}
-	return agents
+	return policy.FromAgentConfigMap(cm)
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"nodemend.dev/nodemend/pkg/detection"
@@ -16,6 +17,22 @@ import (
 // AgentConfigKey is the key of the agents' ConfigMap that holds their config
 // file: the chart's DaemonSet mounts it as /etc/nodemend/agent.yaml.
 const AgentConfigKey = "agent.yaml"
+
+// FromAgentConfigMap is what the agents' ConfigMap says of their quiet
+// periods: known from the config file under AgentConfigKey, or unknown,
+// with why, where it holds none the agents accept.
+func FromAgentConfigMap(cm *corev1.ConfigMap) AgentQuietPeriods {
+	where := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
+	data, ok := cm.Data[AgentConfigKey]
+	if !ok {
+		return AgentQuietPeriods{Unknown: fmt.Sprintf("%s has no %s, the agents' config file", where, AgentConfigKey)}
+	}
+	agents, err := ParseAgentQuietPeriods([]byte(data), where)
+	if err != nil {
+		return AgentQuietPeriods{Unknown: fmt.Sprintf("%s: %s is not a config the agents accept: %v", where, AgentConfigKey, err)}
+	}
+	return agents
+}
 
 // agentReasons is the one section of the agent's config file the controller
 // reads. The repair side may not import the agent (internal/layering), and
