@@ -101,6 +101,12 @@ func TestUnnamedAgentConfigWarnsAndThePolicyActs(t *testing.T) {
 	h.waitRecorded("qu-1")
 	h.advanceTo(h.t0.Add(20 * time.Minute))
 	h.waitEvent("qu-1", "NodeRepairStarted", "toleration 20m0s, policy quiet-unnamed")
+	// Once per policy and state: the node's many reconciles since wrote
+	// no more.
+	h.waitEvent("qu-1", "NodeRepairSucceeded", "")
+	if evs := h.events("quiet-unnamed", "NodeRepairPolicyInvalid"); len(evs) != 1 {
+		t.Errorf("%d NodeRepairPolicyInvalid events on quiet-unnamed, want 1", len(evs))
+	}
 }
 
 // A named ConfigMap that is missing, or that holds what no agent accepts,
