@@ -50,7 +50,8 @@ type agentReasons struct {
 // read, for the messages that quote an override. An entry the agent would
 // refuse (an unknown name, a period under health.MinQuietPeriod, on no
 // log-derived reason) is an error: an agent refuses the whole file, so what
-// it runs is not this file.
+// it runs is not this file. The file's other mistakes are the agent's to
+// find (its InvalidAgentConfig event): the controller reads only this.
 func ParseAgentQuietPeriods(data []byte, from string) (AgentQuietPeriods, error) {
 	var doc agentReasons
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -59,6 +60,12 @@ func ParseAgentQuietPeriods(data []byte, from string) (AgentQuietPeriods, error)
 	periods := map[string]time.Duration{}
 	var errs []error
 	for name, rc := range doc.Reasons {
+		// Any entry the agent does not know makes it refuse the file,
+		// whatever the entry sets.
+		if _, ok := health.Expand(name); !ok {
+			errs = append(errs, fmt.Errorf("reasons.%s: unknown reason or family", name))
+			continue
+		}
 		if rc.QuietPeriod == nil {
 			continue
 		}
@@ -106,10 +113,7 @@ func overridingEntry(reason string, periods map[string]time.Duration) (string, b
 // checkQuietOverride refuses what the agent refuses of one quietPeriod
 // entry (its validateReasonOverride).
 func checkQuietOverride(name string, d time.Duration) error {
-	members, ok := health.Expand(name)
-	if !ok {
-		return fmt.Errorf("reasons.%s: unknown reason or family", name)
-	}
+	members, _ := health.Expand(name)
 	if !slices.ContainsFunc(members, func(m string) bool {
 		r, _ := health.LookupReason(m)
 		return r.Source == health.FromLog

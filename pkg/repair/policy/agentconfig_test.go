@@ -31,7 +31,7 @@ reasons:
     severity: Warning
   ForkFailedOutOfPIDs:
     quietPeriod: 10m
-  KernelDeadlock:
+  `+health.ReasonNvidiaDoubleBitError+`:
     disabled: true
 `), from)
 	if err != nil {
@@ -55,8 +55,8 @@ reasons:
 			t.Errorf("%s: set by %q, want %q", reason, got, want.setBy)
 		}
 	}
-	if d, ok := agents.Overrides["KernelDeadlock"]; ok {
-		t.Errorf("KernelDeadlock has no quietPeriod entry, got %v", d)
+	if d, ok := agents.Overrides[health.ReasonNvidiaDoubleBitError]; ok {
+		t.Errorf("%s has no quietPeriod entry, got %v", health.ReasonNvidiaDoubleBitError, d)
 	}
 
 	// A file without a reasons section: the registry's periods, known.
@@ -74,6 +74,7 @@ func TestParseAgentQuietPeriodsRefusesWhatTheAgentRefuses(t *testing.T) {
 		{"reasons:\n  NvidiaXIDError:\n    quietPeriod: 1200\n", "duration must be a string"},
 		{"reasons:\n  NvidiaXIDError:\n    quietPeriod: 30s\n", "reasons.NvidiaXIDError.quietPeriod: 30s is shorter than the 1m0s floor"},
 		{"reasons:\n  NoSuchReason:\n    quietPeriod: 20m\n", "reasons.NoSuchReason: unknown reason or family"},
+		{"reasons:\n  NoSuchReason:\n    disabled: true\n", "reasons.NoSuchReason: unknown reason or family"},
 		{"reasons:\n  " + health.ReasonNvidiaDoubleBitError + ":\n    quietPeriod: 20m\n", "only log-derived reasons have a quiet period"},
 		{"reasons: [a, b]\n", "not an agent config"},
 		{"{{{", "not an agent config"},
