@@ -122,7 +122,7 @@ func kubeletNode(t *testing.T, h *diagtest.Host) string {
 func startAgent(t *testing.T, node string, h *diagtest.Host, mut func(*diagnostics.Options)) {
 	t.Helper()
 	opts := diagnostics.Options{
-		Config: cfg, Client: agentCore, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink,
+		Config: cfg, Client: agentCore, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink, DiskFull: h.DiskFull,
 		EffectiveConfig: func() any { return h.EffectiveConfig }, Log: testr.New(t),
 	}
 	if mut != nil {

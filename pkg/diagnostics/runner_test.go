@@ -88,7 +88,7 @@ func (a *agent) stop(t *testing.T) {
 func startAgent(t *testing.T, node string, h *diagtest.Host, mut func(*Options)) *agent {
 	t.Helper()
 	opts := Options{
-		Config: cfg, Client: agentCore, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink,
+		Config: cfg, Client: agentCore, NodeName: node, HostRoot: h.Root.Dir, Commands: h.Script, Netlink: h.Netlink, DiskFull: h.DiskFull,
 		EffectiveConfig: func() any { return h.EffectiveConfig }, CollectorTimeout: 5 * time.Second,
 		Log: testr.New(t),
 	}

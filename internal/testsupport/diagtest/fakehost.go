@@ -32,6 +32,13 @@ type Host struct {
 	Secrets []string
 	// EffectiveConfig stands for the agent's config (with a planted secret).
 	EffectiveConfig map[string]any
+	// DiskFull is the host's disk as the capture's disk guard reads it
+	// (diagnostics.Options.DiskFull): with room. Left to the real statfs,
+	// the fake root's file system is the test machine's own disk, which a
+	// build can fill past the guard's 90% (a cold make test's caches did),
+	// failing captures that test something else. The guard's own tests set
+	// it full.
+	DiskFull func(dir string) (bool, error)
 }
 
 // The planted secrets, each unique so that a leak is found by substring.
@@ -61,7 +68,7 @@ func kubeletPEMKey() string {
 func NewHost(t testing.TB) *Host {
 	t.Helper()
 	r := hostroot.New(t).WithProc()
-	h := &Host{Root: r, Script: command.NewScript(), Netlink: DefaultNetlink()}
+	h := &Host{Root: r, Script: command.NewScript(), Netlink: DefaultNetlink(), DiskFull: func(string) (bool, error) { return false, nil }}
 	keyData := base64.StdEncoding.EncodeToString([]byte(kubeletPEMKey()))
 	h.Secrets = []string{secretBearer, secretJWT, secretKubeToken, secretAWS, secretDBPassword, secretCmdlineToken,
 		secretRegistryPass, secretRegistryAuth, secretConfigToken, secretPEMBody, secretInlineKeyData, secretJournalPass,
