@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -105,11 +104,11 @@ func (a *agentConfig) WaitForSync(ctx context.Context) error {
 func (a *agentConfig) current() (policy.AgentQuietPeriods, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	key, cm := a.readKey()
+	key, read := a.state()
 	if key == a.key {
 		return a.agents, a.key
 	}
-	a.key, a.agents = key, a.read(key, cm)
+	a.key, a.agents = key, read()
 	if a.agents.Known {
 		a.log.Info("read the agents' quiet periods", "from", a.agents.From, "overrides", len(a.agents.Overrides))
 	} else {
@@ -118,45 +117,28 @@ func (a *agentConfig) current() (policy.AgentQuietPeriods, string) {
 	return a.agents, a.key
 }
 
-// keyUnreadable starts the key of a ConfigMap the informer could not list
-// (before it synced), followed by the error.
-const keyUnreadable = "unreadable/"
-
-// readKey says which state the ConfigMap is in (its resourceVersion when
-// read), and returns it when there is one.
-func (a *agentConfig) readKey() (string, *corev1.ConfigMap) {
+// state says which state the ConfigMap is in, as a key that changes when it
+// does (its resourceVersion once read), and how to read what that state says
+// of the agents' quiet periods: current reads it only when the key changed.
+func (a *agentConfig) state() (string, func() policy.AgentQuietPeriods) {
+	where := fmt.Sprintf("ConfigMap %s/%s", a.ns, a.name)
+	unknown := func(key, format string, args ...any) (string, func() policy.AgentQuietPeriods) {
+		return key, func() policy.AgentQuietPeriods {
+			return policy.AgentQuietPeriods{Unknown: fmt.Sprintf(format, args...)}
+		}
+	}
 	switch {
 	case a.informer == nil:
-		return "unnamed", nil
+		return unknown("unnamed", "no agents' ConfigMap is named (--agent-config is empty): agents configured outside the chart, such as systemd agents reading their own file, are not seen; set --agent-config, as the chart does")
 	case !a.informer.HasSynced() && a.listErr != nil:
-		return keyUnreadable + a.listErr.Error(), nil
+		return unknown("unreadable/"+a.listErr.Error(), "%s cannot be read: %v", where, a.listErr)
 	case !a.informer.HasSynced():
-		return "unread", nil
+		return unknown("unread", "%s not read yet", where)
 	}
 	obj, ok, _ := a.informer.GetStore().GetByKey(a.ns + "/" + a.name)
 	cm, isCM := obj.(*corev1.ConfigMap)
 	if !ok || !isCM {
-		return "missing", nil
+		return unknown("missing", "%s not found: the agents read their configuration elsewhere (a systemd agent reads its own file), or it was deleted", where)
 	}
-	return "rv/" + cm.ResourceVersion, cm
-}
-
-// read turns the ConfigMap's state into what is known of the agents' quiet
-// periods, and says why where that is nothing.
-func (a *agentConfig) read(key string, cm *corev1.ConfigMap) policy.AgentQuietPeriods {
-	where := fmt.Sprintf("ConfigMap %s/%s", a.ns, a.name)
-	unknown := func(format string, args ...any) policy.AgentQuietPeriods {
-		return policy.AgentQuietPeriods{Unknown: fmt.Sprintf(format, args...)}
-	}
-	switch {
-	case key == "unnamed":
-		return unknown("no agents' ConfigMap is named (--agent-config is empty): agents configured outside the chart, such as systemd agents reading their own file, are not seen; set --agent-config, as the chart does")
-	case key == "unread":
-		return unknown("%s not read yet", where)
-	case strings.HasPrefix(key, keyUnreadable):
-		return unknown("%s cannot be read: %s", where, strings.TrimPrefix(key, keyUnreadable))
-	case cm == nil:
-		return unknown("%s not found: the agents read their configuration elsewhere (a systemd agent reads its own file), or it was deleted", where)
-	}
-	return policy.FromAgentConfigMap(cm)
+	return "rv/" + cm.ResourceVersion, func() policy.AgentQuietPeriods { return policy.FromAgentConfigMap(cm) }
 }
